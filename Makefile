@@ -1,0 +1,41 @@
+# Two commands for a newcomer: `make run` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SECRET_FILE := instance/secret_key
+
+.PHONY: run test install lint bench e2e-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+$(SECRET_FILE):
+	mkdir -p instance
+	$(BIN)/python -c "import secrets; print(secrets.token_urlsafe(32))" > $(SECRET_FILE)
+	chmod 600 $(SECRET_FILE)
+
+## Run Soloist on the embedded SQLite database (or $$DATABASE_URL), port $$PORT or 8000.
+run: install $(SECRET_FILE)
+	export SECRET_KEY="$${SECRET_KEY:-$$(cat $(SECRET_FILE))}"; \
+	$(BIN)/flask --app webapp db upgrade && \
+	$(BIN)/flask --app webapp ensure-admin && \
+	exec $(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"
+
+## Lint, then run every test against the local PostgreSQL (and SQLite).
+test: install
+	$(BIN)/ruff check webapp tests bench
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python bench/failover.py
+	$(BIN)/python bench/publish_lag.py
+
+clean:
+	rm -rf $(VENV) instance .pytest_cache

@@ -1,0 +1,206 @@
+"""Real gunicorn instances and real pg_locks for the multi-process tests and benchmarks."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+ADMIN_URL = os.environ.get("SOLOIST_TEST_ADMIN_URL", "postgresql://root@127.0.0.1:5432/test")
+
+PUBLISH_KEY = 0x9A37B7A1
+PLUGINS_KEY = 0x7B9C5F3E
+
+LOCKS_SQL = """
+SELECT ((l.classid::bigint << 32) | l.objid::bigint) AS key, a.application_name, l.pid
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str,
+              interval: float = 0.02) -> object:
+    """Return condition()'s first truthy value; fail with what if the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """Return a TCP port nobody listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def create_database(prefix: str = "soloist_test") -> str:
+    """Create an empty database; return its postgres:// URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgres://", 1)
+    return f"{base}/{name}"
+
+
+def drop_database(url: str) -> None:
+    """Drop a test database, ending any session still connected to it."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def flask_cmd(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """Run `flask --app webapp ARGS` with env; raise with its output on failure."""
+    result = subprocess.run(
+        [str(BIN / "flask"), "--app", "webapp", *args], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"flask {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def base_env(database_url: str | None, **extra: str) -> dict:
+    """Return an environment for a Soloist process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST"))}
+    env.pop("DATABASE_URL", None)
+    env.pop("LOCK_DATABASE_URL", None)
+    env.update({"SECRET_KEY": "test-secret", "PYTHONUNBUFFERED": "1"})
+    if database_url:
+        env["DATABASE_URL"] = database_url
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+class Instance:
+    """One gunicorn master (an 'instance', like a dyno) with its workers."""
+
+    def __init__(self, name: str, database_url: str | None, workers: int = 2,
+                 log_dir: Path | None = None, **env: str) -> None:
+        self.name = name
+        self.port = free_port()
+        self.env = base_env(database_url, INSTANCE_NAME=name, PORT=self.port,
+                            WEB_CONCURRENCY=workers, **env)
+        self.log_path = (log_dir or Path("/tmp")) / f"soloist-{name}-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Instance":
+        """Start gunicorn the way the Procfile does."""
+        self.log = open(self.log_path, "w")  # noqa: SIM115  (closed in stop)
+        self.proc = subprocess.Popen(
+            [str(BIN / "gunicorn"), "-c", "webapp/gunicorn_conf.py", "webapp:create_app()"],
+            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        return self
+
+    @property
+    def url(self) -> str:
+        """Return the instance's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def worker_pids(self) -> list[int]:
+        """Return the pids of the master's live worker processes."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        try:
+            return [int(p) for p in path.read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def owns(self, application_name: str | None) -> bool:
+        """Return whether a lock session's application_name belongs to this instance."""
+        return bool(application_name) and application_name.startswith(f"soloist:{self.name}:")
+
+    def signal(self, sig: int) -> None:
+        """Send sig to the master."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """SIGTERM the master and wait for it; SIGKILL the group if it hangs."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            for pid in self.worker_pids():
+                _continue(pid)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                for pid in self.worker_pids():
+                    _kill(pid)
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def read_log(self) -> str:
+        """Return everything the instance printed."""
+        return self.log_path.read_text()
+
+
+def _continue(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pid_of(application_name: str) -> int:
+    """Return the OS pid in a soloist:<instance>:<pid> application_name."""
+    return int(application_name.rsplit(":", 1)[1])
+
+
+class LockView:
+    """Reads pg_locks for one database the way ops would."""
+
+    def __init__(self, database_url: str) -> None:
+        self.conn = psycopg.connect(database_url, autocommit=True)
+
+    def holders(self) -> dict[int, str]:
+        """Return {key: application_name} of every advisory lock held now."""
+        return {key: name for key, name, _pid in self.conn.execute(LOCKS_SQL).fetchall()}
+
+    def holder(self, key: int) -> str | None:
+        """Return the application_name holding key, if any."""
+        return self.holders().get(key)
+
+    def lock_sessions(self) -> list[str]:
+        """Return the application_name of every Soloist lock session connected."""
+        rows = self.conn.execute(
+            "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE "
+            "'soloist:%%' AND datname = current_database()"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def query(self, sql: str, params: object = None) -> list[tuple]:
+        """Run any read query."""
+        return self.conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()

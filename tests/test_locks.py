@@ -1,0 +1,197 @@
+"""The advisory-lock primitive against real PostgreSQL sessions and real file locks."""
+
+import logging
+import subprocess
+import sys
+
+import pytest
+
+from tests.cluster import ROOT, wait_for
+from webapp.extensions import db
+from webapp.filelocks import FileLockSession, read_holder
+from webapp.locks import (
+    PG_TOKEN,
+    SQLITE_TOKEN,
+    PgLockSession,
+    identity,
+    release_leader,
+    try_acquire_leader,
+    with_scheduler_leader_lock,
+)
+from webapp.scheduling.keys import PLUGINS, PUBLISH, derive_key
+
+
+@pytest.fixture
+def sessions(app):  # noqa: ANN001, ANN201
+    """Return a factory of connected lock sessions, closed after the test."""
+    made = []
+
+    def make(instance: str = "t") -> PgLockSession:
+        session = PgLockSession(app.config["LOCK_DATABASE_URL"], instance)
+        session.connect()
+        made.append(session)
+        return session
+
+    yield make
+    for session in made:
+        session.close()
+
+
+def test_lock_and_unlock_happen_on_the_dedicated_connection(sessions, pg_view):  # noqa: ANN001
+    locks = sessions("web.1")
+    assert locks.try_lock(PUBLISH.value)
+    row = pg_view.query(
+        "SELECT l.pid, a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.locktype = 'advisory' AND l.objid = %s", (PUBLISH.value,))
+    assert row == [(locks.conn.info.backend_pid, identity("web.1"))]
+    assert locks.unlock(PUBLISH.value)
+    assert pg_view.holders() == {}
+
+
+def test_lock_is_reentrant_and_needs_as_many_unlocks(sessions, pg_view):  # noqa: ANN001
+    locks = sessions()
+    assert locks.try_lock(PUBLISH.value) and locks.try_lock(PUBLISH.value)
+    assert locks.unlock(PUBLISH.value)
+    assert PUBLISH.value in pg_view.holders()
+    assert locks.unlock(PUBLISH.value)
+    assert PUBLISH.value not in pg_view.holders()
+    assert not locks.unlock(PUBLISH.value)
+
+
+def test_second_session_waits_its_turn(sessions):  # noqa: ANN001
+    first, second = sessions("a"), sessions("b")
+    assert first.try_lock(PLUGINS.value)
+    assert not second.try_lock(PLUGINS.value)
+    first.unlock(PLUGINS.value)
+    assert second.try_lock(PLUGINS.value)
+
+
+def test_closing_the_connection_frees_every_key(sessions, pg_view):  # noqa: ANN001
+    first, second = sessions("a"), sessions("b")
+    assert first.poll([PUBLISH.value, PLUGINS.value])[0].acquired
+    first.close()
+    assert all(row.acquired for row in second.poll([PUBLISH.value, PLUGINS.value]))
+    assert set(pg_view.holders()) == {PUBLISH.value, PLUGINS.value}
+
+
+@pytest.mark.parametrize(
+    "key", [-1, -(2**63), 2**63 - 1, 0x9A37B7A1, 0x7B9C5F3E, 2**32, -(2**32) - 7]
+)
+def test_pg_locks_decoding_gives_back_the_signed_key(sessions, pg_view, key):  # noqa: ANN001
+    locks = sessions()
+    assert locks.try_lock(key)
+    assert pg_view.holders() == {key: locks.name}
+
+
+def test_lock_connection_carries_identity_and_keepalives(sessions):  # noqa: ANN001
+    locks = sessions("dyno.3")
+    params = locks.conn.info.get_parameters()
+    assert params["application_name"].startswith("soloist:dyno.3:")
+    assert params["tcp_user_timeout"] == "10000"
+    assert params["keepalives_idle"] == "5"
+    assert locks.conn.autocommit
+
+
+def test_identity_keeps_the_pid_when_the_instance_name_is_long():
+    name = identity("x" * 100, pid=424242)
+    assert len(name) <= 63 and name.endswith(":424242")
+
+
+def test_try_acquire_and_release_through_the_seed_api(app, pg_view):  # noqa: ANN001
+    with app.app_context():
+        token = try_acquire_leader(db.session, PUBLISH.value)
+        assert token is PG_TOKEN
+        assert PUBLISH.value in pg_view.holders()
+        assert release_leader(db.session, token, PUBLISH.value)
+        assert PUBLISH.value not in pg_view.holders()
+
+
+def test_with_scheduler_leader_lock_runs_only_for_the_leader(app, sessions):  # noqa: ANN001
+    other = sessions("other")
+    calls = []
+    with app.app_context():
+        assert other.try_lock(PUBLISH.value)
+        assert with_scheduler_leader_lock(db.session, PUBLISH.value, lambda: calls.append(1))\
+            is None
+        other.unlock(PUBLISH.value)
+        assert with_scheduler_leader_lock(db.session, PUBLISH.value, lambda: "ran") == "ran"
+        # released afterwards: the other session can take it again
+        assert other.try_lock(PUBLISH.value)
+    assert calls == []
+
+
+def test_unlock_that_returns_false_is_logged_as_lost_leadership(app, caplog):  # noqa: ANN001
+    with app.app_context(), caplog.at_level(logging.WARNING, "soloist.locks"):
+        assert release_leader(db.session, PG_TOKEN, PUBLISH.value) is False
+    assert "lost leadership of key 0x9a37b7a1" in caplog.text
+
+
+def test_acquiring_fails_closed_when_the_database_is_unreachable(pg_url, caplog):  # noqa: ANN001
+    from tests.conftest import make_app
+
+    app = make_app(pg_url, LOCK_DATABASE_URL="postgresql+psycopg://root@127.0.0.1:1/nothing")
+    with app.app_context(), caplog.at_level(logging.WARNING, "soloist.locks"):
+        token = try_acquire_leader(db.session, PUBLISH.value)
+    assert token is None
+    assert "not leader" in caplog.text
+
+
+def test_derived_keys_are_stable_signed_64_bit_and_never_reserved():
+    key = derive_key("sitemap")
+    assert key == derive_key("sitemap")
+    assert -(2**63) <= key < 2**63 and key not in (PUBLISH.value, PLUGINS.value)
+    assert abs(key) > 2**32  # a 64-bit hash, not a 32-bit one
+
+
+def test_sqlite_mode_uses_a_file_lock_per_key(sqlite_app, sqlite_url):  # noqa: ANN001
+    with sqlite_app.app_context():
+        token = try_acquire_leader(db.session, PUBLISH.value)
+        assert token is SQLITE_TOKEN
+        db_file = FileLockSession(sqlite_url, "x").db_file
+        assert read_holder(db_file, PUBLISH.value)["application_name"].startswith("soloist:")
+        other = _other_process_tries(sqlite_url, PUBLISH.value)
+        assert other == "busy"
+        assert release_leader(db.session, token, PUBLISH.value)
+        assert read_holder(db_file, PUBLISH.value) is None
+        assert _other_process_tries(sqlite_url, PUBLISH.value) == "acquired"
+
+
+def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):  # noqa: ANN001
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_SCRIPT, sqlite_url, str(PUBLISH.value)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        db_file = FileLockSession(sqlite_url, "x").db_file
+        assert read_holder(db_file, PUBLISH.value)["pid"] == holder.pid
+        holder.kill()
+        holder.wait()
+        wait_for(lambda: read_holder(db_file, PUBLISH.value) is None, 5, "the kernel to free it")
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
+_TRY_SCRIPT = """
+import sys
+from webapp.filelocks import FileLockSession
+s = FileLockSession(sys.argv[1], "other")
+print("acquired" if s.try_lock(int(sys.argv[2])) else "busy")
+"""
+
+_HOLD_SCRIPT = """
+import sys, time
+from webapp.filelocks import FileLockSession
+s = FileLockSession(sys.argv[1], "holder")
+assert s.try_lock(int(sys.argv[2]))
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def _other_process_tries(url: str, key: int) -> str:
+    result = subprocess.run([sys.executable, "-c", _TRY_SCRIPT, url, str(key)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=30, check=True)
+    return result.stdout.strip()

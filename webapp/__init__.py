@@ -1,0 +1,90 @@
+"""Soloist: scheduled work that runs exactly once across a fleet of Flask instances."""
+
+import logging
+import os
+from pathlib import Path
+
+from flask import Flask
+
+from .config import check_production_config, load_config
+from .extensions import db, migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """Create the app; start no threads and touch no database."""
+    app = Flask(
+        __name__,
+        instance_path=os.environ.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance"),
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.update(load_config())
+    app.config.update(config or {})
+    check_production_config(app.config)
+    configure_database(app)
+    register_extensions(app)
+    register_blueprints(app)
+    register_commands(app)
+    register_scheduler(app)
+    return app
+
+
+def configure_database(app: Flask) -> None:
+    """Default to a SQLite file in the instance folder; size the pool for PostgreSQL."""
+    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
+        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+        path = Path(app.instance_path) / "soloist.db"
+        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
+    if not app.config.get("LOCK_DATABASE_URL"):
+        app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
+    uri = app.config["SQLALCHEMY_DATABASE_URI"]
+    options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    if uri.startswith("postgresql"):
+        options.setdefault("pool_size", app.config["DB_POOL_SIZE"])
+        options.setdefault("max_overflow", app.config["DB_MAX_OVERFLOW"])
+        options.setdefault("pool_pre_ping", True)
+        options.setdefault(
+            "connect_args",
+            {"application_name": f"soloist-web:{app.config['INSTANCE_NAME']}:{os.getpid()}"[:63]},
+        )
+    else:
+        options.setdefault("connect_args", {"timeout": 15})
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
+    app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
+
+
+def register_extensions(app: Flask) -> None:
+    """Bind the database and migrations to the app."""
+    from . import models  # noqa: F401  (register the tables with the metadata)
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
+    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
+        from .sqlite import enable_sqlite_pragmas
+
+        with app.app_context():
+            enable_sqlite_pragmas(db.engine)
+
+
+def register_blueprints(app: Flask) -> None:
+    """Mount the web views."""
+    from .views import site
+
+    app.register_blueprint(site.bp)
+
+
+def register_commands(app: Flask) -> None:
+    """Add Soloist's flask commands."""
+    from . import cli
+
+    cli.init_app(app)
+
+
+def register_scheduler(app: Flask) -> None:
+    """Start the scheduler under `flask run` only; gunicorn starts it after fork."""
+    from .scheduling import runner
+
+    runner.init_app(app)
+    logging.getLogger("soloist").setLevel(logging.INFO)

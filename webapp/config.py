@@ -1,0 +1,118 @@
+"""Read configuration from the environment: the only module that reads os.environ."""
+
+import os
+import socket
+from collections.abc import Mapping
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigError(ValueError):
+    """A configuration variable has a value Soloist cannot use."""
+
+
+def env_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """Return a boolean variable; raise on anything but a clear yes or no."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be true or false, not {raw!r}")
+
+
+def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    """Return an integer variable no smaller than minimum."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def env_float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    """Return a number of seconds no smaller than minimum."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, not {raw!r}") from None
+    if not value >= minimum:
+        raise ConfigError(f"{name} must be at least {minimum}, not {raw!r}")
+    return value
+
+
+def normalise_database_url(url: str, name: str = "DATABASE_URL") -> str:
+    """Rewrite postgres:// and postgresql:// to the psycopg 3 driver."""
+    url = url.strip()
+    for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    if url.startswith(("postgresql+psycopg://", "sqlite:")):
+        return url
+    raise ConfigError(f"{name} must be a postgres:// or sqlite: URL, not {url.split(':')[0]}:…")
+
+
+def instance_name(env: Mapping[str, str]) -> str:
+    """Name this instance from the platform's variables, else the hostname."""
+    for name in (
+        "INSTANCE_NAME",
+        "DYNO",
+        "FLY_MACHINE_ID",
+        "RAILWAY_REPLICA_ID",
+        "RENDER_INSTANCE_ID",
+    ):
+        if env.get(name, "").strip():
+            return env[name].strip()
+    return socket.gethostname()
+
+
+def load_config(env: Mapping[str, str] | None = None) -> dict:
+    """Build the app's configuration from an environment mapping."""
+    env = os.environ if env is None else env
+    debug = env_bool(env, "FLASK_DEBUG", False)
+    testing = env_bool(env, "TESTING", False)
+    config: dict = {
+        "DEBUG": debug,
+        "TESTING": testing,
+        "SECRET_KEY": env.get("SECRET_KEY") or None,
+        "INSTANCE_NAME": instance_name(env),
+        "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
+        "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
+        "SCHEDULER_ENABLED": env_bool(env, "SCHEDULER_ENABLED", True),
+        "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
+        "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
+        "SQLALCHEMY_DATABASE_URI": None,
+        "LOCK_DATABASE_URL": None,
+    }
+    web_url = env.get("DATABASE_CONNECTION_POOL_URL") or env.get("DATABASE_URL")
+    if web_url:
+        name = "DATABASE_CONNECTION_POOL_URL" if env.get("DATABASE_CONNECTION_POOL_URL") else (
+            "DATABASE_URL"
+        )
+        config["SQLALCHEMY_DATABASE_URI"] = normalise_database_url(web_url, name)
+    lock_url = env.get("LOCK_DATABASE_URL") or env.get("DATABASE_URL")
+    if lock_url:
+        name = "LOCK_DATABASE_URL" if env.get("LOCK_DATABASE_URL") else "DATABASE_URL"
+        config["LOCK_DATABASE_URL"] = normalise_database_url(lock_url, name)
+    return config
+
+
+def check_production_config(config: Mapping) -> None:
+    """Refuse to start a production app without a secret key."""
+    if not config.get("SECRET_KEY") and not (config.get("DEBUG") or config.get("TESTING")):
+        raise ConfigError(
+            "SECRET_KEY is not set: set it to a long random string "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )

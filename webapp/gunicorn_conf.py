@@ -1,0 +1,53 @@
+"""gunicorn settings: start the scheduler after fork, hand leadership over on exit.
+
+Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfile).
+"""
+
+import os
+
+from webapp.config import env_int, instance_name
+
+_instance = instance_name(os.environ)
+
+bind = f"0.0.0.0:{env_int(os.environ, 'PORT', 8000, minimum=1)}"
+workers = env_int(os.environ, "WEB_CONCURRENCY", 2, minimum=1)
+worker_class = "gthread"
+threads = env_int(os.environ, "GUNICORN_THREADS", 4, minimum=1)
+preload_app = False  # each worker builds its app (and lock session) after the fork
+graceful_timeout = 25  # below Heroku's 30 s between SIGTERM and SIGKILL
+timeout = 30
+keepalive = 5
+control_socket_disable = True  # several instances may share one host (and one $HOME)
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+
+_format = f"%(asctime)s [{_instance}] [%(process)d] %(levelname)s %(name)s: %(message)s"
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"soloist": {"format": _format}},
+    "handlers": {
+        "stdout": {"class": "logging.StreamHandler", "formatter": "soloist",
+                   "stream": "ext://sys.stdout"},
+    },
+    "root": {"level": "INFO", "handlers": ["stdout"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
+    },
+}
+
+
+def post_worker_init(worker):  # noqa: ANN001, ANN201
+    """Start this worker's scheduler thread, after the fork."""
+    from webapp.scheduling import runner
+
+    runner.start(worker.wsgi)
+
+
+def worker_exit(server, worker):  # noqa: ANN001, ANN201
+    """Hand this worker's keys over before it exits, well inside graceful_timeout."""
+    from webapp.scheduling import runner
+
+    runner.stop(timeout=graceful_timeout - 5)

@@ -1,0 +1,157 @@
+"""Sticky, verified, fenced leadership of every scheduler key for one process.
+
+A follower tries every key it does not hold in one statement per poll. A leader
+keeps its keys across ticks and re-verifies them (and stamps its heartbeat)
+before each unit of work. A follower that finds a holder's heartbeat stale
+terminates the holder's lock session and takes over.
+"""
+
+import logging
+import time
+from datetime import UTC, datetime
+
+import psycopg
+
+from ..locks import LockUnavailable, TransactionPoolerError
+
+log = logging.getLogger("soloist.leadership")
+
+RECONNECT_MIN = 0.25
+RECONNECT_MAX = 5.0
+
+
+class Leadership:
+    """Which keys this process leads, and the moves that change it."""
+
+    def __init__(self, locks, keys: list[int], stale_seconds: float) -> None:  # noqa: ANN001
+        self.locks = locks
+        self.keys = list(keys)
+        self.stale_seconds = stale_seconds
+        self.held: dict[int, int] = {}  # key -> term
+        self.cooldown: dict[int, float] = {}  # key -> monotonic time it may be taken again
+        self.online: bool | None = None
+        self.backoff = RECONNECT_MIN
+        self.next_connect = 0.0
+        self.pending: list[tuple] = []  # events to write once the connection is back
+        self.db_now: datetime | None = None  # the database clock at the last verify
+
+    @property
+    def missing(self) -> list[int]:
+        """Return the keys this process does not lead and may try now."""
+        now = time.monotonic()
+        return [k for k in self.keys if k not in self.held and self.cooldown.get(k, 0) <= now]
+
+    def ensure_connected(self) -> bool:
+        """Open the lock connection when it is down, with backoff; log state changes once."""
+        if self.locks.connected:
+            return True
+        now = time.monotonic()
+        if now < self.next_connect:
+            return False
+        try:
+            self.locks.connect()
+        except (psycopg.Error, OSError, LockUnavailable) as exc:
+            self._went_offline(exc)
+            self.next_connect = now + self.backoff
+            limit = 60.0 if isinstance(exc, TransactionPoolerError) else RECONNECT_MAX
+            self.backoff = min(self.backoff * 2, limit)
+            return False
+        if self.online is False:
+            log.info("lock connection restored as %s", self.locks.name)
+        self.online = True
+        self.backoff = RECONNECT_MIN
+        self._flush_pending()
+        return True
+
+    def retry_in(self) -> float:
+        """Return seconds until the next reconnect attempt."""
+        return max(0.0, self.next_connect - time.monotonic())
+
+    def _went_offline(self, exc: BaseException) -> None:
+        if self.online is not False:
+            log.error("lock connection unavailable, leading nothing until it is back: %s", exc)
+        self.online = False
+
+    def _flush_pending(self) -> None:
+        while self.pending:
+            key, kind, term, holder, detail, at = self.pending[0]
+            self.locks.record_event(key, kind, term, holder, detail, at)
+            self.pending.pop(0)
+
+    def poll(self) -> list[int]:
+        """Try every missing key in one statement; evict stale holders; return keys won."""
+        missing = self.missing
+        if not missing:
+            return []
+        won = []
+        for row in self.locks.poll(missing):
+            stale = self._is_stale(row.heartbeat_age)
+            if row.acquired or (stale and self._evict(row.key, row.heartbeat_age, row.term)):
+                won.append(self._won(row.key))
+        return won
+
+    def _is_stale(self, age: float | None) -> bool:
+        return age is not None and age > self.stale_seconds
+
+    def _won(self, key: int, detail: str = "") -> int:
+        self.held[key] = self.locks.record_acquired(key, detail)
+        log.info("now leading key %#x (term %d) as %s", key, self.held[key], self.locks.name)
+        return key
+
+    def _evict(self, key: int, age: float, term: int) -> bool:
+        victim = self.locks.evict_stale(key, self.stale_seconds)
+        if victim is None:
+            return False
+        detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
+        log.warning("evicted frozen leader %s of key %#x: %s", victim, key, detail)
+        self.locks.record_event(key, "evicted", term, victim, detail)
+        return self.locks.try_lock(key)
+
+    def verify(self) -> dict[int, bool]:
+        """Heartbeat every held key; drop the ones no longer held; return {key: step_down}."""
+        if not self.held:
+            return {}
+        try:
+            self.db_now, still = self.locks.heartbeat(list(self.held))
+        except (psycopg.Error, OSError, LockUnavailable) as exc:
+            self.lose_all(f"lock connection failed: {exc}")
+            return {}
+        for key in [k for k in self.held if k not in still]:
+            self._lost(key, "the lock is no longer held by this session")
+        return still
+
+    def _lost(self, key: int, reason: str) -> None:
+        term = self.held.pop(key)
+        log.error("lost leadership of key %#x (term %d): %s", key, term, reason)
+        self.pending.append((key, "lost", term, self.locks.name, reason[:500], datetime.now(UTC)))
+
+    def lose_all(self, reason: str) -> None:
+        """Treat every held key as lost and drop the broken connection."""
+        for key in list(self.held):
+            self._lost(key, reason)
+        self.locks.close()
+        self._went_offline(Exception(reason))
+
+    def step_down(self, key: int, detail: str, cooldown: float) -> None:
+        """Release key and stay away from it for cooldown seconds so a standby wins it."""
+        self.release(key, detail)
+        self.cooldown[key] = time.monotonic() + cooldown
+
+    def release(self, key: int, detail: str) -> None:
+        """Release one held key, recording it and notifying the standbys."""
+        term = self.held.pop(key, None)
+        if term is None:
+            return
+        try:
+            if not self.locks.release(key, term, detail):
+                log.warning("lost leadership of key %#x: unlock returned false", key)
+                self.pending.append((key, "lost", term, self.locks.name,
+                                     "unlock returned false", datetime.now(UTC)))
+        except (psycopg.Error, OSError, LockUnavailable) as exc:
+            log.warning("could not release key %#x cleanly (%s); closing the session", key, exc)
+            self.locks.close()
+
+    def release_all(self, detail: str) -> None:
+        """Hand every held key over (graceful stop)."""
+        for key in list(self.held):
+            self.release(key, detail)

@@ -1,0 +1,240 @@
+"""The scheduler thread: the only module that sleeps or starts threads.
+
+One thread per worker process. It keeps the process's leadership up to date
+(polling as a follower, heartbeating as a leader), runs the tick of every key
+it leads when that tick is due, and sleeps until the next thing to do or until
+a NOTIFY wakes it.
+"""
+
+import logging
+import os
+import random
+import threading
+import time
+
+import click
+import psycopg
+from flask import Flask
+
+from ..extensions import db
+from ..locks import HANDOVER_CHANNEL, WAKE_CHANNEL, LockUnavailable, lock_session
+from . import publish, timers
+from .keys import KEYS, PLUGINS, PUBLISH
+from .leadership import RECONNECT_MIN, Leadership
+from .work import record_work
+
+log = logging.getLogger("soloist.scheduler")
+
+IDLE_RECHECK_PG = 10.0  # NOTIFY wakes us sooner; this only bounds a missed one
+IDLE_RECHECK_SQLITE = 0.5  # no NOTIFY in SQLite mode
+TICK_ERROR_RETRY = 5.0
+DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
+
+
+class Scheduler:
+    """Leadership plus the ticks of the keys this process leads."""
+
+    def __init__(self, app: Flask, locks=None) -> None:  # noqa: ANN001
+        cfg = app.config
+        self.app = app
+        self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"])
+        self.leadership = Leadership(
+            self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
+        )
+        self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: timers.tick}
+        self.poll_seconds = cfg["FOLLOWER_POLL_SECONDS"]
+        self.heartbeat_seconds = min(1.0, cfg["LEADER_STALE_SECONDS"] / 4)
+        sqlite = cfg["LOCK_DATABASE_URL"].startswith("sqlite")
+        self.idle_recheck = IDLE_RECHECK_SQLITE if sqlite else IDLE_RECHECK_PG
+        self.due: dict[int, float] = {}
+        self.next_poll = 0.0
+        self.next_heartbeat = 0.0
+        self.last_loop = time.monotonic()
+        self._stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Return whether the scheduler thread is running."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self) -> None:
+        """Start the scheduler thread."""
+        self.thread = threading.Thread(target=self.run, name="soloist-scheduler", daemon=True)
+        self.thread.start()
+
+    def stop(self, timeout: float = 20.0) -> bool:
+        """Finish the unit of work in hand, hand leadership over, and stop."""
+        self._stopping.set()
+        self.locks.interrupt()
+        if self.thread is not None:
+            self.thread.join(timeout)
+            if self.thread.is_alive():
+                log.error("scheduler did not stop within %.0f s; dropping its locks", timeout)
+                self.locks.close()
+                return False
+        return True
+
+    def run(self) -> None:
+        """Loop until stopped: step, then sleep until the next thing to do."""
+        log.info("scheduler started as %s", self.locks.name)
+        while not self._stopping.is_set():
+            self.last_loop = time.monotonic()
+            try:
+                delay = self.step()
+            except Exception:  # the thread must outlive any one bad step
+                log.exception("scheduler step failed")
+                delay = 1.0
+            if not self._stopping.is_set():
+                self.wait(delay)
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Release every key (recorded, with NOTIFY) and close the lock session."""
+        try:
+            self.leadership.release_all("graceful stop")
+        except DB_ERRORS as exc:
+            log.warning("could not hand over cleanly: %s", exc)
+        finally:
+            self.locks.close()
+        log.info("scheduler stopped")
+
+    def wait(self, delay: float) -> None:
+        """Sleep up to delay; a notification or stop() wakes it early."""
+        try:
+            notes = self.locks.wait(delay)
+        except DB_ERRORS as exc:
+            self.leadership.lose_all(f"lock connection failed while waiting: {exc}")
+            return
+        now = time.monotonic()
+        for note in notes:
+            if note.channel == HANDOVER_CHANNEL:
+                self.next_poll = now
+            elif note.channel == WAKE_CHANNEL and note.payload in KEYS:
+                self.due[KEYS[note.payload].value] = now
+
+    def step(self) -> float:
+        """Do what is due now; return seconds until the next thing to do."""
+        if not self.leadership.ensure_connected():
+            return max(self.leadership.retry_in(), RECONNECT_MIN)
+        try:
+            self._follow()
+            self._lead()
+        except DB_ERRORS as exc:
+            self.leadership.lose_all(f"lock connection failed: {exc}")
+            return RECONNECT_MIN
+        return self._sleep_for()
+
+    def _follow(self) -> None:
+        now = time.monotonic()
+        if self.leadership.missing and now >= self.next_poll:
+            for key in self.leadership.poll():
+                self.due[key] = now
+            self.next_poll = now + self.poll_seconds * random.uniform(0.8, 1.2)
+
+    def _lead(self) -> None:
+        if not self.leadership.held:
+            return
+        now = time.monotonic()
+        due = [k for k in self.leadership.held if self.due.get(k, 0) <= now]
+        if not due and now >= self.next_heartbeat:
+            self._verify()
+        for key in due:
+            self._verify()  # re-verify before each unit of work
+            if key in self.leadership.held and not self._stopping.is_set():
+                self._tick(key)
+
+    def _verify(self) -> None:
+        still = self.leadership.verify()
+        self.next_heartbeat = time.monotonic() + self.heartbeat_seconds
+        self._step_down_if_asked(still)
+
+    def _step_down_if_asked(self, still: dict[int, bool]) -> None:
+        for key, asked in still.items():
+            if asked:
+                log.info("stepping down from key %#x as asked", key)
+                self.leadership.step_down(key, "step down requested", 3 * self.poll_seconds)
+
+    def _tick(self, key: int) -> None:
+        started = time.monotonic()
+        now = self.leadership.db_now
+        with self.app.app_context():
+            try:
+                upcoming = self.ticks[key](now, self.locks.name)
+            except Exception as exc:  # one failed tick must not stop the scheduler
+                log.exception("tick of key %#x failed", key)
+                db.session.rollback()
+                self._record_failure(key, now, exc)
+                self.due[key] = time.monotonic() + TICK_ERROR_RETRY
+                return
+            finally:
+                db.session.remove()
+        elapsed = time.monotonic() - started
+        delay = self.idle_recheck
+        if upcoming is not None:
+            delay = min(delay, (upcoming - now).total_seconds() - elapsed + 0.002)
+        self.due[key] = time.monotonic() + max(0.0, delay)
+
+    def _record_failure(self, key: int, now, exc: Exception) -> None:  # noqa: ANN001
+        try:
+            record_work(key, now, f"error: {type(exc).__name__}: {exc}")
+        except Exception:
+            log.exception("could not record the failed tick")
+            db.session.rollback()
+
+    def _sleep_for(self) -> float:
+        now = time.monotonic()
+        moments = [now + self.idle_recheck]
+        if self.leadership.missing:
+            moments.append(self.next_poll)
+        if self.leadership.held:
+            moments.append(self.next_heartbeat)
+            moments.extend(self.due.get(k, now) for k in self.leadership.held)
+        moments.extend(t for t in self.leadership.cooldown.values() if t > now)
+        return max(0.0, min(moments) - now)
+
+
+_current: Scheduler | None = None
+_current_pid: int | None = None
+
+
+def start(app: Flask) -> Scheduler | None:
+    """Start this process's scheduler (once per process) unless it is disabled."""
+    global _current, _current_pid
+    if not app.config.get("SCHEDULER_ENABLED", True):
+        log.info("scheduler disabled by SCHEDULER_ENABLED")
+        return None
+    if _current is not None and _current_pid == os.getpid() and _current.alive:
+        return _current
+    _current, _current_pid = Scheduler(app), os.getpid()
+    _current.start()
+    return _current
+
+
+def stop(timeout: float = 20.0) -> bool:
+    """Stop this process's scheduler, handing its keys over."""
+    if _current is None or _current_pid != os.getpid():
+        return True
+    return _current.stop(timeout)
+
+
+def current() -> Scheduler | None:
+    """Return this process's running scheduler, if any."""
+    return _current if _current_pid == os.getpid() else None
+
+
+def init_app(app: Flask) -> None:
+    """Start a scheduler when the app is served by `flask run` (one process)."""
+    if _launched_by_flask_run(app):
+        start(app)
+
+
+def _launched_by_flask_run(app: Flask) -> bool:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.info_name != "run":
+        return False
+    reload = ctx.params.get("reload")
+    if reload is None:
+        reload = app.debug
+    # With the reloader the parent only watches files; the child serves.
+    return not reload or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
