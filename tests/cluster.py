@@ -1,5 +1,6 @@
 """Real gunicorn instances and real pg_locks for the multi-process tests and benchmarks."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -157,17 +158,13 @@ class Instance:
 
 
 def _continue(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def pid_of(application_name: str) -> int:

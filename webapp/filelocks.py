@@ -162,12 +162,12 @@ class FileLockSession:
     def _event(self, conn, key, kind, term, holder, detail, at=None) -> None:  # noqa: ANN001
         conn.execute(
             "INSERT INTO leader_events (key, kind, term, holder, detail, at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (key, kind, term, holder, detail, at or _now()),
+            "VALUES (?, ?, coalesce(?, (SELECT term FROM leader_state WHERE key = ?), 0), ?, ?, ?)",
+            (key, kind, term, key, holder, detail, at or _now()),
         )
 
-    def record_event(self, key: int, kind: str, term: int, holder: str, detail: str = "",
-                     at: object = None) -> None:
+    def record_event(self, key: int, kind: str, term: int | None, holder: str,
+                     detail: str = "", at: object = None) -> None:
         """Append one leadership event."""
         at = _stamp(at) if at else None
         with self._db() as conn:
@@ -185,7 +185,7 @@ class FileLockSession:
             self._event(conn, key, "released", term, self.name, detail)
         return True
 
-    def evict_stale(self, key: int, stale_seconds: float) -> str | None:
+    def evict_stale(self, key: int, stale_seconds: float) -> tuple[str, list[int]] | None:
         """Never evict on one host: a dead process's file lock is freed by the kernel."""
         return None
 

@@ -6,6 +6,7 @@ outside the SQLAlchemy pool (a pooled connection keeps its locks when it goes
 back to the pool, and an unlock on another pooled connection silently fails).
 """
 
+import contextlib
 import logging
 import os
 import select
@@ -109,7 +110,9 @@ SELECT %(key)s, 'acquired', term, %(holder)s, %(detail)s, now() FROM s RETURNING
 
 EVENT_SQL = """
 INSERT INTO leader_events (key, kind, term, holder, detail, at)
-VALUES (%(key)s, %(kind)s, %(term)s, %(holder)s, %(detail)s, coalesce(%(at)s, now()))
+VALUES (%(key)s, %(kind)s,
+        coalesce(%(term)s, (SELECT term FROM leader_state WHERE key = %(key)s), 0),
+        %(holder)s, %(detail)s, coalesce(%(at)s, now()))
 """
 
 RELEASED_SQL = """
@@ -121,7 +124,10 @@ SELECT pg_notify('soloist_handover', %(key)s::text)
 """
 
 EVICT_SQL = f"""
-SELECT a.pid, a.application_name, pg_terminate_backend(a.pid, 2000)
+SELECT a.pid, a.application_name,
+       (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
+        WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}),
+       pg_terminate_backend(a.pid, 2000)
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
 LEFT JOIN leader_state s ON s.key = {KEY_SQL}
@@ -230,9 +236,9 @@ class PgLockSession:
         rows = self.execute(ACQUIRED_SQL, {"key": key, "holder": self.name, "detail": detail})
         return rows[0][0]
 
-    def record_event(self, key: int, kind: str, term: int, holder: str, detail: str = "",
-                     at: object = None) -> None:
-        """Append one leadership event."""
+    def record_event(self, key: int, kind: str, term: int | None, holder: str,
+                     detail: str = "", at: object = None) -> None:
+        """Append one leadership event (term None: the key's current term)."""
         self.execute(EVENT_SQL, {"key": key, "kind": kind, "term": term, "holder": holder,
                                  "detail": detail, "at": at})
 
@@ -248,10 +254,13 @@ class PgLockSession:
                                         "detail": detail})
         return ok
 
-    def evict_stale(self, key: int, stale_seconds: float) -> str | None:
-        """Terminate the lock session of a holder whose heartbeat is stale; return its name."""
+    def evict_stale(self, key: int, stale_seconds: float) -> tuple[str, list[int]] | None:
+        """Terminate the lock session of a holder whose heartbeat is stale.
+
+        Return its application_name and every key it held, or None if it is not stale.
+        """
         rows = self.execute(EVICT_SQL, {"key": key, "stale": stale_seconds})
-        return rows[0][1] if rows else None
+        return (rows[0][1], list(rows[0][2] or [key])) if rows else None
 
     def notify(self, channel: str, payload: str = "") -> None:
         """Send a notification to every lock session."""
@@ -280,11 +289,9 @@ class PgLockSession:
         return []
 
     def _drain_pipe(self) -> None:
-        try:
+        with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 512):
                 pass
-        except BlockingIOError:
-            pass
 
 
 def check_direct_connection(conn: psycopg.Connection) -> None:

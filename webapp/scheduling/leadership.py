@@ -80,15 +80,26 @@ class Leadership:
 
     def poll(self) -> list[int]:
         """Try every missing key in one statement; evict stale holders; return keys won."""
+        won: list[int] = []
+        evicted = self._poll_once(won)
+        if evicted and self.missing:
+            # the evicted session held other keys too: they are free now
+            self._poll_once(won)
+        return won
+
+    def _poll_once(self, won: list[int]) -> bool:
         missing = self.missing
         if not missing:
-            return []
-        won = []
+            return False
+        evicted = False
         for row in self.locks.poll(missing):
-            stale = self._is_stale(row.heartbeat_age)
-            if row.acquired or (stale and self._evict(row.key, row.heartbeat_age, row.term)):
+            if row.acquired:
                 won.append(self._won(row.key))
-        return won
+            elif self._is_stale(row.heartbeat_age):
+                evicted = True
+                if self._evict(row.key, row.heartbeat_age):
+                    won.append(self._won(row.key))
+        return evicted
 
     def _is_stale(self, age: float | None) -> bool:
         return age is not None and age > self.stale_seconds
@@ -98,13 +109,16 @@ class Leadership:
         log.info("now leading key %#x (term %d) as %s", key, self.held[key], self.locks.name)
         return key
 
-    def _evict(self, key: int, age: float, term: int) -> bool:
-        victim = self.locks.evict_stale(key, self.stale_seconds)
-        if victim is None:
+    def _evict(self, key: int, age: float) -> bool:
+        evicted = self.locks.evict_stale(key, self.stale_seconds)
+        if evicted is None:
             return False
+        victim, keys = evicted
         detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
         log.warning("evicted frozen leader %s of key %#x: %s", victim, key, detail)
-        self.locks.record_event(key, "evicted", term, victim, detail)
+        for held in keys:
+            if held in self.keys:
+                self.locks.record_event(held, "evicted", None, victim, detail)
         return self.locks.try_lock(key)
 
     def verify(self) -> dict[int, bool]:

@@ -26,13 +26,14 @@ def _transition(now: datetime, source: str, target: str, due_column, topic: str,
         .order_by(due_column, Post.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
+        .cte("due")  # a CTE runs once; an IN (subquery) may be re-scanned past its LIMIT
     )
     values = {"status": target, "updated_at": now, "version": Post.version + 1}
     if target == "published":
         values["published_at"] = now
     moved = db.session.execute(
         sa.update(Post)
-        .where(Post.id.in_(due.scalar_subquery()), Post.status == source, due_column <= now)
+        .where(Post.id == due.c.id, Post.status == source, due_column <= now)
         .values(**values)
         .returning(Post.id, Post.slug, Post.title)
         .execution_options(synchronize_session=False)

@@ -1,0 +1,156 @@
+"""Sticky, verified leadership between real lock sessions, stepped by hand (no threads)."""
+
+import psycopg
+import pytest
+
+from tests.cluster import ADMIN_URL, wait_for
+from webapp.locks import HANDOVER_CHANNEL, PgLockSession
+from webapp.scheduling.keys import PLUGINS, PUBLISH
+from webapp.scheduling.leadership import Leadership
+
+KEYS = [PUBLISH.value, PLUGINS.value]
+
+
+@pytest.fixture
+def process(app):  # noqa: ANN001, ANN201
+    """Return a factory of Leadership objects, one per pretend process."""
+    made = []
+
+    def make(name: str, stale: float = 10.0) -> Leadership:
+        leadership = Leadership(PgLockSession(app.config["LOCK_DATABASE_URL"], name), KEYS,
+                                stale)
+        assert leadership.ensure_connected()
+        made.append(leadership)
+        return leadership
+
+    yield make
+    for leadership in made:
+        leadership.locks.close()
+
+
+def events(pg_view) -> list[tuple]:  # noqa: ANN001
+    return pg_view.query("SELECT key, kind, term, holder FROM leader_events ORDER BY id")
+
+
+def count_statements(locks: PgLockSession) -> list[str]:
+    """Record every statement the lock session runs from now on."""
+    seen: list[str] = []
+    original = locks.execute
+
+    def counting(sql, params=None):  # noqa: ANN001, ANN202
+        seen.append(sql)
+        return original(sql, params)
+
+    locks.execute = counting
+    return seen
+
+
+def test_first_poll_wins_every_key_and_starts_term_one(process, pg_view):  # noqa: ANN001
+    a = process("a")
+    assert sorted(a.poll()) == sorted(KEYS)
+    assert a.held == {PUBLISH.value: 1, PLUGINS.value: 1}
+    assert set(pg_view.holders().values()) == {a.locks.name}
+    assert {(k, kind, term) for k, kind, term, _ in events(pg_view)} == {
+        (PUBLISH.value, "acquired", 1), (PLUGINS.value, "acquired", 1)}
+
+
+def test_a_follower_tries_every_key_in_one_statement_and_stays_follower(process):  # noqa: ANN001
+    a, b = process("a"), process("b")
+    a.poll()
+    statements = count_statements(b.locks)
+    for _ in range(5):
+        assert b.poll() == []
+    assert len(statements) == 5
+    assert b.held == {}
+
+
+def test_leadership_is_sticky_across_ticks(process, pg_view):  # noqa: ANN001
+    a, b = process("a"), process("b")
+    a.poll()
+    for _ in range(3):
+        assert set(a.verify()) == set(KEYS)
+        assert b.poll() == []
+    assert set(pg_view.holders().values()) == {a.locks.name}
+    assert len(events(pg_view)) == 2
+
+
+def test_verify_stamps_the_heartbeat_with_the_database_clock(process, pg_view):  # noqa: ANN001
+    a = process("a")
+    a.poll()
+    a.verify()
+    age = pg_view.query("SELECT max(now() - heartbeat_at) FROM leader_state")[0][0]
+    assert age.total_seconds() < 1
+    assert a.db_now is not None and a.db_now.tzinfo is not None
+
+
+def test_release_notifies_standbys_and_one_takes_over(process, pg_view):  # noqa: ANN001
+    a, b = process("a"), process("b")
+    a.poll()
+    a.release_all("graceful stop")
+    notes = b.locks.wait(5)
+    assert {n.channel for n in notes} == {HANDOVER_CHANNEL}
+    assert sorted(b.poll()) == sorted(KEYS)
+    kinds = [(kind, term, holder) for key, kind, term, holder in events(pg_view)
+             if key == PUBLISH.value]
+    assert kinds == [("acquired", 1, a.locks.name), ("released", 1, a.locks.name),
+                     ("acquired", 2, b.locks.name)]
+
+
+def test_frozen_leader_is_evicted_and_replaced(process, pg_view):  # noqa: ANN001
+    a, b = process("a", stale=0.5), process("b", stale=0.5)
+    a.poll()
+    # a stops heartbeating (frozen); b takes over once the heartbeat is stale
+    won = wait_for(lambda: b.poll(), 5, "b to evict the frozen leader")
+    assert sorted(won) == sorted(KEYS)
+    assert set(pg_view.holders().values()) == {b.locks.name}
+    kinds = [kind for key, kind, _, _ in events(pg_view) if key == PUBLISH.value]
+    assert kinds == ["acquired", "evicted", "acquired"]
+    # a thaws: its session was terminated, so it finds out it lost and says so
+    assert a.verify() == {}
+    assert a.held == {}
+    assert a.ensure_connected() and a.poll() == []
+    lost = [holder for key, kind, _, holder in events(pg_view) if kind == "lost"]
+    assert lost == [a.locks.name, a.locks.name]
+
+
+def test_leader_that_keeps_heartbeating_is_never_evicted(process):  # noqa: ANN001
+    a, b = process("a", stale=0.5), process("b", stale=0.5)
+    a.poll()
+    for _ in range(15):
+        a.verify()
+        assert b.poll() == []
+        b.locks.wait(0.1)
+
+
+def test_terminated_lock_session_is_noticed_and_leadership_recovers(process, pg_view):  # noqa: ANN001
+    a = process("a")
+    a.poll()
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (a.locks.conn.info.backend_pid,))
+    wait_for(lambda: not _still_connected(a), 5, "a to see its connection is gone")
+    assert a.held == {}
+    assert a.ensure_connected()
+    assert sorted(a.poll()) == sorted(KEYS)
+    assert [k for _, k, t, _ in events(pg_view)] .count("lost") == 2
+    assert {term for _, _, term in _state(pg_view)} == {2}
+
+
+def test_step_down_releases_and_keeps_away_for_a_while(process, pg_view):  # noqa: ANN001
+    a, b = process("a"), process("b")
+    a.poll()
+    pg_view.query("UPDATE leader_state SET step_down_requested = true WHERE key = %s "
+                  "RETURNING key", (PUBLISH.value,))
+    asked = a.verify()
+    assert asked[PUBLISH.value] is True
+    a.step_down(PUBLISH.value, "step down requested", cooldown=30)
+    assert a.missing == []
+    assert b.poll() == [PUBLISH.value]
+
+
+def _still_connected(leadership: Leadership) -> bool:
+    leadership.verify()
+    return leadership.locks.connected
+
+
+def _state(pg_view) -> list[tuple]:  # noqa: ANN001
+    return pg_view.query("SELECT key, holder, term FROM leader_state")
