@@ -29,7 +29,7 @@ def process(app):  # noqa: ANN001, ANN201
 
 
 def events(pg_view) -> list[tuple]:  # noqa: ANN001
-    return pg_view.query("SELECT key, kind, term, holder FROM leader_events ORDER BY id")
+    return pg_view.query("SELECT key, kind, term, holder FROM leader_events ORDER BY at, id")
 
 
 def count_statements(locks: PgLockSession) -> list[str]:

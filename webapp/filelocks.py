@@ -185,7 +185,8 @@ class FileLockSession:
             self._event(conn, key, "released", term, self.name, detail)
         return True
 
-    def evict_stale(self, key: int, stale_seconds: float) -> tuple[str, list[int]] | None:
+    def evict_stale(self, key: int, stale_seconds: float, ours: list[int],
+                    detail: str) -> tuple[str, list[int]] | None:
         """Never evict on one host: a dead process's file lock is freed by the kernel."""
         return None
 

@@ -124,17 +124,24 @@ SELECT pg_notify('soloist_handover', %(key)s::text)
 """
 
 EVICT_SQL = f"""
-SELECT a.pid, a.application_name,
-       (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
-        WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}),
-       pg_terminate_backend(a.pid, 2000)
-FROM pg_locks l
-JOIN pg_stat_activity a ON a.pid = l.pid
-LEFT JOIN leader_state s ON s.key = {KEY_SQL}
-WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid()
-  AND now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END,
-                       a.query_start, a.backend_start)
-      > make_interval(secs => %(stale)s)
+WITH victim AS MATERIALIZED (
+  SELECT a.pid, a.application_name,
+         (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
+          WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}) AS keys
+  FROM pg_locks l
+  JOIN pg_stat_activity a ON a.pid = l.pid
+  LEFT JOIN leader_state s ON s.key = {KEY_SQL}
+  WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid()
+    AND now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END,
+                         a.query_start, a.backend_start)
+        > make_interval(secs => %(stale)s)
+), events AS (
+  INSERT INTO leader_events (key, kind, term, holder, detail, at)
+  SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
+         v.application_name, %(detail)s, now()
+  FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
+)
+SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000) FROM victim v
 """
 
 
@@ -254,13 +261,16 @@ class PgLockSession:
                                         "detail": detail})
         return ok
 
-    def evict_stale(self, key: int, stale_seconds: float) -> tuple[str, list[int]] | None:
+    def evict_stale(self, key: int, stale_seconds: float, ours: list[int],
+                    detail: str) -> tuple[str, list[int]] | None:
         """Terminate the lock session of a holder whose heartbeat is stale.
 
-        Return its application_name and every key it held, or None if it is not stale.
+        Record an "evicted" event for each of ours it held, in the same statement, and
+        return its application_name and those keys; None if it is not stale after all.
         """
-        rows = self.execute(EVICT_SQL, {"key": key, "stale": stale_seconds})
-        return (rows[0][1], list(rows[0][2] or [key])) if rows else None
+        rows = self.execute(EVICT_SQL, {"key": key, "stale": stale_seconds, "ours": ours,
+                                        "detail": detail})
+        return (rows[0][0], list(rows[0][1] or [key])) if rows else None
 
     def notify(self, channel: str, payload: str = "") -> None:
         """Send a notification to every lock session."""

@@ -110,15 +110,11 @@ class Leadership:
         return key
 
     def _evict(self, key: int, age: float) -> bool:
-        evicted = self.locks.evict_stale(key, self.stale_seconds)
+        detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
+        evicted = self.locks.evict_stale(key, self.stale_seconds, self.keys, detail)
         if evicted is None:
             return False
-        victim, keys = evicted
-        detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
-        log.warning("evicted frozen leader %s of key %#x: %s", victim, key, detail)
-        for held in keys:
-            if held in self.keys:
-                self.locks.record_event(held, "evicted", None, victim, detail)
+        log.warning("evicted frozen leader %s of key %#x: %s", evicted[0], key, detail)
         return self.locks.try_lock(key)
 
     def verify(self) -> dict[int, bool]:

@@ -1,0 +1,196 @@
+"""Real gunicorn instances sharing one PostgreSQL database: kill, freeze, stop, cut off."""
+
+import os
+import signal
+import urllib.request
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from tests.cluster import (
+    ADMIN_URL,
+    PLUGINS_KEY,
+    PUBLISH_KEY,
+    Instance,
+    LockView,
+    base_env,
+    create_database,
+    drop_database,
+    flask_cmd,
+    pid_of,
+    wait_for,
+)
+from webapp.filelocks import FileLockSession, read_holder
+
+pytestmark = pytest.mark.slow
+
+KEYS = {PUBLISH_KEY, PLUGINS_KEY}
+
+
+@pytest.fixture
+def fleet_db(pg_url, tmp_path):  # noqa: ANN001, ANN201
+    """Return a fresh migrated database for a fleet, and a pg_locks view of it."""
+    url = create_database("soloist_fleet")
+    flask_cmd(base_env(url), "db", "upgrade")
+    view = LockView(url)
+    yield url, view
+    view.close()
+    drop_database(url)
+
+
+@pytest.fixture
+def fleet(fleet_db, tmp_path):  # noqa: ANN001, ANN201
+    """Return a factory of gunicorn instances on the fleet database, all stopped afterwards."""
+    url, _view = fleet_db
+    started: list[Instance] = []
+
+    def start(name: str, workers: int = 2, **env: str) -> Instance:
+        instance = Instance(name, url, workers=workers, log_dir=tmp_path, **env).start()
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        instance.stop()
+
+
+def fleet_ready(view: LockView, sessions: int) -> bool:
+    """Both keys held and the expected number of lock sessions connected."""
+    return set(view.holders()) == KEYS and len(view.lock_sessions()) == sessions
+
+
+def term(view: LockView, key: int) -> int:
+    rows = view.query("SELECT term FROM leader_state WHERE key = %s", (key,))
+    return rows[0][0] if rows else 0
+
+
+def events(view: LockView, key: int) -> list[tuple[str, str]]:
+    rows = view.query("SELECT kind, holder FROM leader_events WHERE key = %s ORDER BY at, id",
+                      (key,))
+    return [(kind, holder) for kind, holder in rows]
+
+
+def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fleet_db):  # noqa: ANN001
+    _url, view = fleet_db
+    a, b = fleet("a"), fleet("b")
+    wait_for(lambda: fleet_ready(view, 4), 30, "4 lock sessions and both keys held")
+    holders = view.holders()
+    workers = set(a.worker_pids()) | set(b.worker_pids())
+    assert {pid_of(name) for name in holders.values()} <= workers
+    sessions = view.lock_sessions()
+    assert len(sessions) == len(set(sessions)) == 4  # one lock connection per process
+    assert {pid_of(name) for name in sessions} == workers
+    with urllib.request.urlopen(f"{a.url}/readyz", timeout=5) as response:
+        assert response.status == 200
+
+
+def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):  # noqa: ANN001
+    _url, view = fleet_db
+    fleet("a"), fleet("b")
+    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    victim = view.holder(PUBLISH_KEY)
+    before = term(view, PUBLISH_KEY)
+    os.kill(pid_of(victim), signal.SIGKILL)
+    new = wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim and h, 5,
+                   "another process to hold the publish key")
+    wait_for(lambda: term(view, PUBLISH_KEY) > before, 5, "the new leader to record its term")
+    assert events(view, PUBLISH_KEY)[-1] == ("acquired", new)
+
+
+def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):  # noqa: ANN001
+    _url, view = fleet_db
+    fleet("a", LEADER_STALE_SECONDS="2"), fleet("b", LEADER_STALE_SECONDS="2")
+    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    victim = view.holder(PUBLISH_KEY)
+    os.kill(pid_of(victim), signal.SIGSTOP)
+    try:
+        wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim, 2 + 5,
+                 "the frozen leader to be evicted and replaced")
+        wait_for(lambda: ("evicted", victim) in events(view, PUBLISH_KEY), 5,
+                 "the eviction to be recorded")
+    finally:
+        os.kill(pid_of(victim), signal.SIGCONT)
+    wait_for(lambda: ("lost", victim) in events(view, PUBLISH_KEY), 10,
+             "the thawed process to record that it lost the key")
+
+
+def test_sigterm_hands_leadership_over_at_once(fleet, fleet_db):  # noqa: ANN001
+    _url, view = fleet_db
+    a = fleet("a")
+    wait_for(lambda: fleet_ready(view, 2), 30, "a to lead")
+    # slow followers: only the handover NOTIFY can make the takeover quick
+    b = fleet("b", FOLLOWER_POLL_SECONDS="30")
+    wait_for(lambda: len(view.lock_sessions()) == 4, 30, "b's workers to stand by")
+    wait_for(lambda: all(b.owns(n) is False for n in view.holders().values()), 1, "a to lead")
+    a.signal(signal.SIGTERM)
+    wait_for(lambda: all(b.owns(view.holder(k)) for k in KEYS), 10,
+             "b to take both keys after a's SIGTERM")
+    assert a.proc.wait(25) == 0
+    released = [holder for kind, holder in events(view, PUBLISH_KEY) if kind == "released"]
+    assert len(released) == 1 and a.owns(released[0])
+
+
+def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_db):  # noqa: ANN001
+    _url, view = fleet_db
+    fleet("a", workers=1)
+    wait_for(lambda: fleet_ready(view, 1), 30, "a to lead")
+    holder = view.holder(PUBLISH_KEY)
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        pid = view.query("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                         (holder,))[0][0]
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    wait_for(lambda: term(view, PUBLISH_KEY) == 2 and view.holder(PUBLISH_KEY), 10,
+             "the process to reconnect and lead again")
+    assert ("lost", holder) in events(view, PUBLISH_KEY)
+
+
+def test_posts_are_published_exactly_once_while_leaders_are_killed(fleet, fleet_db):  # noqa: ANN001
+    url, view = fleet_db
+    fleet("a"), fleet("b")
+    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO posts (title, slug, body, status, publish_at, version, created_at, "
+            "updated_at) SELECT 'P' || i, 'p-' || i, '', 'scheduled', "
+            "%s + i * interval '20 milliseconds', 1, now(), now() FROM generate_series(0, 199) i",
+            (start,))
+        conn.execute("SELECT pg_notify('soloist_wake', 'publish')")
+    for _ in range(2):  # kill the publish leader twice while posts fall due
+        victim = wait_for(lambda: view.holder(PUBLISH_KEY), 10, "a publish leader")
+        wait_for(lambda v=victim: view.query(
+            "SELECT count(*) FROM outbox_events")[0][0] > 0, 10, "publishing to start")
+        os.kill(pid_of(victim), signal.SIGKILL)
+        wait_for(lambda v=victim: view.holder(PUBLISH_KEY) not in (None, v), 5, "a new leader")
+    wait_for(lambda: view.query("SELECT count(*) FROM posts WHERE status = 'published'")[0][0]
+             == 200, 20, "every post to be published")
+    per_post = view.query("SELECT post_id, count(*) FROM outbox_events "
+                          "WHERE topic = 'post.published' GROUP BY post_id")
+    assert len(per_post) == 200 and {count for _, count in per_post} == {1}
+
+
+def test_sqlite_two_workers_one_leader_per_key(tmp_path):  # noqa: ANN001
+    instance_dir = tmp_path / "instance"
+    env = {"SOLOIST_INSTANCE_PATH": str(instance_dir)}
+    flask_cmd(base_env(None, **env), "db", "upgrade")
+    db_file = FileLockSession(f"sqlite:///{instance_dir / 'soloist.db'}", "x").db_file
+    node = Instance("solo", None, workers=2, log_dir=tmp_path, **env).start()
+    try:
+        def holders() -> dict[int, int] | None:
+            found = {key: read_holder(db_file, key) for key in KEYS}
+            if all(found.values()):
+                return {key: holder["pid"] for key, holder in found.items()}
+            return None
+
+        first = wait_for(holders, 30, "both keys to be held by a worker")
+        assert set(first.values()) <= set(node.worker_pids())
+        assert len(node.worker_pids()) == 2
+        victim = first[PUBLISH_KEY]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: (h := holders()) and h[PUBLISH_KEY] != victim, 10,
+                 "the other worker to take the publish key")
+        assert node.stop() == 0
+        assert all(read_holder(db_file, key) is None for key in KEYS)
+    finally:
+        node.stop()
