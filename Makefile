@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 SECRET_FILE := instance/secret_key
 
-.PHONY: run test install lint bench e2e-deps clean
+.PHONY: run test install system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,22 @@ run: install $(SECRET_FILE)
 	$(BIN)/flask --app webapp ensure-admin && \
 	exec $(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"
 
+# Debian packages the tests drive for real: PgBouncer and headless Chromium (root only).
+system-deps:
+	@missing=""; \
+	test -x /usr/sbin/pgbouncer || missing="$$missing pgbouncer"; \
+	test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing$$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else \
+			echo "note: install$$missing (apt-get) to run every test"; \
+		fi; \
+	fi
+
 ## Lint, then run every test against the local PostgreSQL (and SQLite).
-test: install
+test: install system-deps
 	$(BIN)/ruff check webapp tests bench
 	$(BIN)/pytest
 

@@ -14,8 +14,6 @@ from webapp.config import normalise_database_url
 from webapp.extensions import db
 from webapp.locks import close_all_sessions
 
-TABLES = "posts, outbox_events, leader_state, leader_events, users"
-
 
 def _postgres_or_skip() -> None:
     try:
@@ -66,7 +64,8 @@ def app(pg_url):  # noqa: ANN001, ANN201
     """Return an app on the session's PostgreSQL database, emptied before each test."""
     app = make_app(pg_url)
     with app.app_context():
-        db.session.execute(sa.text(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE"))
+        tables = ", ".join(t.name for t in db.metadata.sorted_tables)
+        db.session.execute(sa.text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
         db.session.commit()
     yield app
     with app.app_context():
@@ -98,3 +97,25 @@ def pg_view(pg_url):  # noqa: ANN001, ANN201
     view = LockView(pg_url)
     yield view
     view.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def browser():  # noqa: ANN201
+    """Return a real headless Chromium (Debian's package) driven by Playwright."""
+    if not Path(CHROMIUM).exists():
+        message = "Chromium is not installed: apt-get install -y chromium (make test does it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs the browser tests: {message}")
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -68,11 +68,31 @@ def register_extensions(app: Flask) -> None:
             enable_sqlite_pragmas(db.engine)
 
 
-def register_blueprints(app: Flask) -> None:
-    """Mount the web views."""
-    from .views import site
+NAV = [
+    ("dashboard.index", "Dashboard", "viewer"),
+    ("posts.index", "Posts", "editor"),
+    ("timers.index", "Timers", "editor"),
+    ("plugins.index", "Plugins", "editor"),
+    ("status.index", "Status", "viewer"),
+    ("webhooks.index", "Webhooks", "admin"),
+    ("users.index", "Users", "admin"),
+]
 
-    app.register_blueprint(site.bp)
+
+def register_blueprints(app: Flask) -> None:
+    """Mount the web views, the error pages and the navigation."""
+    from . import security
+    from .views import auth, dashboard, errors, site
+
+    security.init_app(app)
+    errors.init_app(app)
+    for module in (site, auth, dashboard):
+        app.register_blueprint(module.bp)
+
+    @app.context_processor
+    def navigation() -> dict:
+        items = [item for item in NAV if item[0] in app.view_functions]
+        return {"nav_items": items}
 
 
 def register_commands(app: Flask) -> None:

@@ -1,7 +1,9 @@
 """Extension objects, created unbound and initialised in create_app."""
 
+from flask_login import LoginManager
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
+from flask_wtf.csrf import CSRFProtect
 from sqlalchemy.orm import DeclarativeBase
 
 
@@ -11,3 +13,5 @@ class Base(DeclarativeBase):
 
 db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
+login_manager = LoginManager()
+csrf = CSRFProtect()

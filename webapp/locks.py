@@ -173,12 +173,11 @@ class PgLockSession:
         """Open the lock connection, refuse a pooler, and LISTEN for wake-ups."""
         with self._mutex:
             self.close()
-            conn = psycopg.connect(
-                libpq_conninfo(self.url), autocommit=True, application_name=self.name,
-                **KEEPALIVE,
-            )
+            conninfo = libpq_conninfo(self.url)
+            conn = psycopg.connect(conninfo, autocommit=True, application_name=self.name,
+                                   **KEEPALIVE)
             try:
-                check_direct_connection(conn)
+                check_direct_connection(conn, conninfo)
                 conn.execute(f"LISTEN {WAKE_CHANNEL}")
                 conn.execute(f"LISTEN {HANDOVER_CHANNEL}")
             except BaseException:
@@ -304,15 +303,28 @@ class PgLockSession:
                 pass
 
 
-def check_direct_connection(conn: psycopg.Connection) -> None:
-    """Refuse a connection whose consecutive statements land on different backends."""
+def check_direct_connection(conn: psycopg.Connection, conninfo: str) -> None:
+    """Refuse a lock connection that goes through a transaction-mode pooler.
+
+    A direct connection reports its real backend pid at start-up. Behind a pooler
+    (which hands out its own cancel keys) look closer: in transaction mode one
+    client's consecutive statements can land on different backends, and two open
+    clients can share one backend; neither ever happens to a direct or
+    session-mode connection.
+    """
     first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    second = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    if first != second:
+    if first == conn.info.backend_pid:
+        return
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as probe:
+        other = probe.execute("SELECT pg_backend_pid()").fetchone()[0]
+        second = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    if first != second or other in (first, second):
         raise TransactionPoolerError(
-            "the lock connection goes through a transaction-mode pooler (statements ran on "
-            f"backends {first} and {second}); session advisory locks need a direct "
-            "connection: set LOCK_DATABASE_URL to the database's direct URL"
+            "the lock connection goes through a transaction-mode pooler such as PgBouncer "
+            f"(one session ran on backends {first} and {second}, another on {other}); "
+            "session advisory locks need a direct connection: set LOCK_DATABASE_URL to "
+            "the database's direct URL (on Heroku, DATABASE_URL rather than "
+            "DATABASE_CONNECTION_POOL_URL)"
         )
 
 

@@ -1,0 +1,24 @@
+"""leader view
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-29
+
+"""
+from alembic import op  # noqa: F401
+import sqlalchemy as sa  # noqa: F401
+
+
+# revision identifiers, used by Alembic.
+revision = '0004'
+down_revision = '0003'
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    pass
+
+
+def downgrade():
+    pass

@@ -1,0 +1,24 @@
+"""plugins
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-29
+
+"""
+from alembic import op  # noqa: F401
+import sqlalchemy as sa  # noqa: F401
+
+
+# revision identifiers, used by Alembic.
+revision = '0005'
+down_revision = '0004'
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    pass
+
+
+def downgrade():
+    pass

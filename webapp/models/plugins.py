@@ -1,0 +1,3 @@
+"""Models for plugins, timers and webhooks (filled in by the "Plugins" work)."""
+
+__all__: list[str] = []

@@ -1,0 +1,47 @@
+"""Friendly error pages (JSON under /api); never a bare 500."""
+
+from flask import Flask, jsonify, render_template, request
+from flask_wtf.csrf import CSRFError
+from werkzeug.exceptions import HTTPException
+
+MESSAGES = {
+    400: "The request could not be understood.",
+    403: "Your role does not allow this.",
+    404: "There is nothing here.",
+    405: "That action is not allowed here.",
+    413: "That is too large.",
+    429: "Too many requests; wait a little and try again.",
+    500: "Something went wrong on our side. It has been logged.",
+}
+
+
+def wants_json() -> bool:
+    """Return whether the client should get JSON errors."""
+    return request.path.startswith("/api/")
+
+
+def render_error(status: int, detail: str | None = None):  # noqa: ANN201
+    """Render an error page or JSON error for status."""
+    message = MESSAGES.get(status, "Something went wrong.")
+    if wants_json():
+        return jsonify(error=message, detail=detail or message), status
+    return render_template("errors/error.html", status=status, message=message,
+                           detail=detail), status
+
+
+def init_app(app: Flask) -> None:
+    """Register the error handlers."""
+
+    @app.errorhandler(CSRFError)
+    def csrf_error(error: CSRFError):  # noqa: ANN202
+        return render_error(400, "The form expired or was not sent from Soloist: reload the "
+                                 "page and try again.")
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):  # noqa: ANN202
+        return render_error(error.code or 500, error.description if wants_json() else None)
+
+    @app.errorhandler(Exception)
+    def unexpected(error: Exception):  # noqa: ANN202
+        app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        return render_error(500)
