@@ -11,6 +11,7 @@ import os
 import platform
 import random
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,7 +90,7 @@ class Bench:
         self.view = LockView(self.url)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type | None, *_exc: object) -> None:
         for pid in list(self.stopped):
             self.cont(pid)
         if self.seeds is not None:
@@ -100,7 +101,10 @@ class Bench:
             self.view = None
         if self.url:
             drop_database(self.url)
-        log(f"logs kept in {self.log_dir}")
+        if exc_type is None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        else:
+            log(f"logs kept in {self.log_dir}")
 
     # --- the gunicorn fleet -------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import click
 import psycopg
 from flask import Flask
 
+from ..budget import check_connection_budget
 from ..extensions import db
 from ..locks import HANDOVER_CHANNEL, WAKE_CHANNEL, LockUnavailable, lock_session
 from . import publish, timers
@@ -52,6 +53,8 @@ class Scheduler:
         self.last_loop = time.monotonic()
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
+        self.pool = (cfg["DB_POOL_SIZE"], cfg["DB_MAX_OVERFLOW"])
+        self.budget_checked = sqlite
 
     @property
     def alive(self) -> bool:
@@ -118,12 +121,18 @@ class Scheduler:
         if not self.leadership.ensure_connected():
             return max(self.leadership.retry_in(), RECONNECT_MIN)
         try:
+            self._check_budget_once()
             self._follow()
             self._lead()
         except DB_ERRORS as exc:
             self.leadership.lose_all(f"lock connection failed: {exc}")
             return RECONNECT_MIN
         return self._sleep_for()
+
+    def _check_budget_once(self) -> None:
+        if not self.budget_checked:
+            self.budget_checked = True
+            check_connection_budget(self.locks, *self.pool)
 
     def _follow(self) -> None:
         now = time.monotonic()
