@@ -109,7 +109,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def browser():  # noqa: ANN201
     """Return a real headless Chromium (Debian's package) driven by Playwright."""
     if not Path(CHROMIUM).exists():
-        message = "Chromium is not installed: apt-get install -y chromium (make test does it as root)"
+        message = ("Chromium is not installed: apt-get install -y chromium "
+                   "(make test does it as root)")
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI runs the browser tests: {message}")
         pytest.skip(message)

@@ -2,6 +2,7 @@
 
 import os
 import signal
+import subprocess
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
@@ -10,14 +11,17 @@ import pytest
 
 from tests.cluster import (
     ADMIN_URL,
+    BIN,
     PLUGINS_KEY,
     PUBLISH_KEY,
+    ROOT,
     Instance,
     LockView,
     base_env,
     create_database,
     drop_database,
     flask_cmd,
+    free_port,
     pid_of,
     wait_for,
 )
@@ -194,3 +198,19 @@ def test_sqlite_two_workers_one_leader_per_key(tmp_path):  # noqa: ANN001
         assert all(read_holder(db_file, key) is None for key in KEYS)
     finally:
         node.stop()
+
+
+def test_flask_run_starts_one_scheduler_for_development(fleet_db, tmp_path):  # noqa: ANN001
+    url, view = fleet_db
+    port = free_port()
+    with open(tmp_path / "flask-run.log", "w") as log:
+        server = subprocess.Popen(
+            [str(BIN / "flask"), "--app", "webapp", "run", "--port", str(port), "--no-reload"],
+            cwd=ROOT, env=base_env(url, INSTANCE_NAME="dev"), stdout=log,
+            stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: set(view.holders()) == KEYS, 30, "flask run's scheduler to lead")
+        assert {pid_of(name) for name in view.holders().values()} == {server.pid}
+    finally:
+        server.terminate()
+        server.wait(20)

@@ -1,5 +1,7 @@
 """Sticky, verified leadership between real lock sessions, stepped by hand (no threads)."""
 
+import logging
+
 import psycopg
 import pytest
 
@@ -154,3 +156,15 @@ def _still_connected(leadership: Leadership) -> bool:
 
 def _state(pg_view) -> list[tuple]:  # noqa: ANN001
     return pg_view.query("SELECT key, holder, term FROM leader_state")
+
+
+def test_an_unreachable_database_is_logged_once_not_per_attempt(caplog):  # noqa: ANN001
+    locks = PgLockSession("postgresql+psycopg://root@127.0.0.1:1/nothing", "offline")
+    leadership = Leadership(locks, KEYS, 10)
+    with caplog.at_level(logging.INFO, "soloist.leadership"):
+        for _ in range(4):
+            leadership.next_connect = 0  # skip the backoff wait
+            assert leadership.ensure_connected() is False
+    assert caplog.text.count("lock connection unavailable") == 1
+    assert leadership.backoff > 0.25  # backing off between attempts
+    assert leadership.held == {}
