@@ -4,9 +4,15 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-29
 
+Indexes for the editors' post list at 100,000 posts: newest first per status
+(keyset on id), and title search. On PostgreSQL the title index is a trigram GIN
+index (pg_trgm; ILIKE '%word%' uses it); where the extension cannot be created,
+and on SQLite, it is a plain index.
 """
-from alembic import op  # noqa: F401
-import sqlalchemy as sa  # noqa: F401
+import logging
+
+from alembic import op
+import sqlalchemy as sa
 
 
 # revision identifiers, used by Alembic.
@@ -15,10 +21,35 @@ down_revision = '0002'
 branch_labels = None
 depends_on = None
 
+log = logging.getLogger("alembic.runtime.migration")
+
+
+def _trigram_available() -> bool:
+    """Create pg_trgm if it is missing; False when this role may not."""
+    bind = op.get_bind()
+    savepoint = bind.begin_nested()
+    try:
+        bind.execute(sa.text("CREATE EXTENSION IF NOT EXISTS pg_trgm"))
+    except sa.exc.DBAPIError as exc:
+        savepoint.rollback()
+        log.warning("pg_trgm unavailable (%s); title search uses a plain index", exc.orig)
+        return False
+    savepoint.commit()
+    return True
+
 
 def upgrade():
-    pass
+    with op.batch_alter_table('posts', schema=None) as batch_op:
+        batch_op.create_index('ix_posts_status_id', ['status', 'id'], unique=False)
+    if op.get_bind().dialect.name == "postgresql" and _trigram_available():
+        op.create_index('ix_posts_title_trgm', 'posts', ['title'], unique=False,
+                        postgresql_using='gin', postgresql_ops={'title': 'gin_trgm_ops'})
+    else:
+        with op.batch_alter_table('posts', schema=None) as batch_op:
+            batch_op.create_index('ix_posts_title_trgm', ['title'], unique=False)
 
 
 def downgrade():
-    pass
+    with op.batch_alter_table('posts', schema=None) as batch_op:
+        batch_op.drop_index('ix_posts_title_trgm')
+        batch_op.drop_index('ix_posts_status_id')

@@ -116,6 +116,10 @@ class Post(db.Model):
             sqlite_where=sa.text("status = 'published' AND unpublish_at IS NOT NULL"),
         ),
         sa.Index("ix_posts_status_published_at", "status", "published_at"),
+        # the editors' list: newest first by id, per status, and title search (0003)
+        sa.Index("ix_posts_status_id", "status", "id"),
+        sa.Index("ix_posts_title_trgm", "title", postgresql_using="gin",
+                 postgresql_ops={"title": "gin_trgm_ops"}),
     )
 
     STATUSES = ("draft", "scheduled", "published", "unpublished")

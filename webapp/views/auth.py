@@ -1,7 +1,6 @@
 """Sign in, sign out, and the signed-in user's own settings."""
 
 import time
-from zoneinfo import available_timezones
 
 import sqlalchemy as sa
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
@@ -16,6 +15,7 @@ from ..security import (
     record_failure,
     too_many_failures,
 )
+from ..timezones import is_zone, zone_names
 
 bp = Blueprint("auth", __name__)
 
@@ -44,12 +44,20 @@ def login():
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
     clear_failures(email)
+    _adopt_browser_zone(user, request.form.get("zone", ""))
     session.clear()  # a fresh session at sign-in (no fixation)
     login_user(user)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
     return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
+
+
+def _adopt_browser_zone(user: User, zone: str) -> None:
+    """Give a user who has not chosen a time zone the one their browser reports."""
+    if not user.timezone and is_zone(zone.strip()):
+        user.timezone = zone.strip()
+        db.session.commit()
 
 
 @bp.post("/logout")
@@ -75,12 +83,12 @@ def settings():
             flash("Settings saved.", "success")
             return redirect(url_for("auth.settings"), code=303)
     return render_template("auth/settings.html", form=form, errors=errors,
-                           zones=sorted(available_timezones())), 422 if errors else 200
+                           zones=sorted(zone_names())), 422 if errors else 200
 
 
 def _save_settings(zone: str, data) -> dict[str, str]:  # noqa: ANN001
     errors = {}
-    if zone not in available_timezones():
+    if not is_zone(zone):
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
     new = data.get("new_password", "")
     if new or current_user.must_change_password:

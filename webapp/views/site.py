@@ -1,40 +1,44 @@
 """The public site and the platform's health checks."""
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, jsonify, render_template, request
+from flask import Blueprint, Response, abort, jsonify, render_template, request
 
+from .. import markdown, posts
 from ..extensions import db
-from ..models import Post
 from ..scheduling import runner
 
 bp = Blueprint("site", __name__)
 
 PAGE_SIZE = 20
+MAX_PAGE = 50_000
+FEED_SIZE = 20
 
 
 @bp.get("/")
 def index():
-    """List published posts, newest first."""
-    page = max(request.args.get("page", 1, type=int) or 1, 1)
-    posts = db.session.scalars(
-        sa.select(Post)
-        .where(Post.status == "published")
-        .order_by(Post.published_at.desc(), Post.id.desc())
-        .limit(PAGE_SIZE + 1)
-        .offset((page - 1) * PAGE_SIZE)
-    ).all()
-    return render_template(
-        "site/index.html", posts=posts[:PAGE_SIZE], page=page, has_next=len(posts) > PAGE_SIZE
-    )
+    """List published posts, newest first (read from the database on every request)."""
+    page = min(max(request.args.get("page", 1, type=int) or 1, 1), MAX_PAGE)
+    found = posts.published_page(page, PAGE_SIZE)
+    return render_template("site/index.html", posts=found[:PAGE_SIZE], page=page,
+                           has_next=len(found) > PAGE_SIZE)
 
 
 @bp.get("/posts/<slug>")
 def post(slug: str):
-    """Show one published post; anything else is 404 to the public."""
-    found = db.session.scalar(sa.select(Post).where(Post.slug == slug))
-    if found is None or found.status != "published":
+    """Show one published post; drafts, scheduled and unpublished posts are 404."""
+    found = posts.published_by_slug(slug)
+    if found is None:
         abort(404)
-    return render_template("site/post.html", post=found)
+    return render_template("site/post.html", post=found, body=markdown.render(found.body))
+
+
+@bp.get("/feed.xml")
+def feed():
+    """Serve the latest published posts as an Atom feed."""
+    entries = [(p, markdown.render(p.body)) for p in posts.recently_published(FEED_SIZE, body=True)]
+    updated = max((p.updated_at for p, _ in entries), default=None)
+    xml = render_template("site/feed.xml", entries=entries, updated=updated)
+    return Response(xml, mimetype="application/atom+xml")
 
 
 @bp.get("/healthz")

@@ -1,0 +1,298 @@
+"""Signing in and out: passwords, limits on guessing, next=, cookies, sessions, settings.
+
+Also holds the small helpers the other editor view tests import (users, sign-in, CSRF).
+"""
+
+import re
+import time
+
+import pytest
+import sqlalchemy as sa
+from werkzeug.security import generate_password_hash
+
+from webapp.extensions import db
+from webapp.models import LoginFailure, User
+
+PASSWORD = "correct horse battery"
+FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
+
+
+def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) -> int:  # noqa: ANN001, ANN003
+    """Insert an active user with PASSWORD; return its id."""
+    with app.app_context():
+        fields = {"active": True, "timezone": "UTC", **extra}
+        user = User(email=email, role=role,
+                    password_hash=generate_password_hash(PASSWORD, FAST_HASH), **fields)
+        db.session.add(user)
+        db.session.commit()
+        return user.id
+
+
+def client_as(app, role: str | None, email: str | None = None):  # noqa: ANN001, ANN201
+    """Return a test client signed in as a new user with role (anonymous for None)."""
+    client = app.test_client()
+    if role is not None:
+        user_id = add_user(app, email or f"{role}@example.com", role)
+        sign_in(app, client, user_id)
+    return client
+
+
+def sign_in(app, client, user_id: int) -> None:  # noqa: ANN001
+    """Put user_id's session in client's cookie (what a successful sign-in does)."""
+    with app.app_context():
+        session_id = db.session.get(User, user_id).get_id()
+    with client.session_transaction() as session:
+        session["_user_id"] = session_id
+        session["_fresh"] = True
+
+
+def csrf_token(client) -> str:  # noqa: ANN001
+    """Return the CSRF token of client's session, read from a page the way a browser would."""
+    html = client.get("/").get_data(as_text=True)
+    return re.search(r'<meta name="csrf-token" content="([^"]+)"', html).group(1)
+
+
+def post_form(client, url: str, data: dict | None = None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    """POST a form with the session's CSRF token, as the page would."""
+    return client.post(url, data={**(data or {}), "csrf_token": csrf_token(client)}, **kwargs)
+
+
+def text(response) -> str:  # noqa: ANN001
+    """Return a response's body as text."""
+    return response.get_data(as_text=True)
+
+
+def login(client, email: str, password: str = PASSWORD, headers: dict | None = None,  # noqa: ANN001, ANN201
+          **fields: str):
+    """Submit the sign-in form (fields: next, zone)."""
+    return post_form(client, "/login", {"email": email, "password": password, **fields},
+                     headers=headers or {})
+
+
+# Signing in ----------------------------------------------------------------------------
+
+
+def test_right_password_signs_in_and_lands_on_the_dashboard(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    response = login(client, "ADA@example.com ")
+    assert response.status_code == 302 and response.location == "/admin/"
+    assert "ada@example.com" in text(client.get("/admin/"))
+
+
+def test_wrong_password_is_refused_slowly_and_counted(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    started = time.monotonic()
+    response = login(client, "ada@example.com", "wrong password")
+    assert time.monotonic() - started >= 0.45
+    assert response.status_code == 401
+    assert "Wrong email or password." in text(response)
+    assert 'value="ada@example.com"' in text(response)  # the form keeps the email
+    assert client.get("/admin/").status_code == 302
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure)) == 1
+
+
+def add_failures(app, count: int, email: str = "x@example.com", address: str = "127.0.0.1") -> None:  # noqa: ANN001
+    """Record earlier failed sign-ins."""
+    with app.app_context():
+        db.session.add_all(LoginFailure(email=email, address=address) for _ in range(count))
+        db.session.commit()
+
+
+def test_an_account_is_locked_after_five_failures_even_with_the_right_password(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    add_failures(app, 5, "ada@example.com", "10.0.0.9")
+    response = login(app.test_client(), "ada@example.com")
+    assert response.status_code == 429
+    assert "Too many failed sign-ins" in text(response)
+
+
+def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    add_failures(app, 20, "someone-else@example.com", "203.0.113.7")
+    client = app.test_client()
+    refused = login(client, "ada@example.com", headers={"X-Forwarded-For": "203.0.113.7"})
+    assert refused.status_code == 429
+    allowed = login(client, "ada@example.com", headers={"X-Forwarded-For": "198.51.100.1"})
+    assert allowed.status_code == 302
+
+
+def test_a_successful_sign_in_clears_the_accounts_failures(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    add_failures(app, 3, "ada@example.com")
+    assert login(app.test_client(), "ada@example.com").status_code == 302
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure)) == 0
+
+
+def test_a_deactivated_user_cannot_sign_in(app):  # noqa: ANN001
+    add_user(app, "ada@example.com", active=False)
+    assert login(app.test_client(), "ada@example.com").status_code == 401
+
+
+def test_sign_in_starts_a_fresh_session(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["planted"] = "by an attacker"
+    login(client, "ada@example.com")
+    with client.session_transaction() as session:
+        assert "planted" not in session and session["_user_id"]
+
+
+# next= ---------------------------------------------------------------------------------
+
+EVIL_NEXT = ["//evil.com", "https://evil.com", "/\\evil.com", "javascript:alert(1)",
+             "\\\\evil.com", "/\t/evil.com", "http:/evil.com", "///evil.com", "evil.com"]
+
+
+@pytest.mark.parametrize("target", EVIL_NEXT)
+def test_next_never_leaves_the_site(app, target):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    response = login(client, "ada@example.com", next=target)
+    assert response.status_code == 302
+    assert response.location == "/admin/"
+    again = client.get("/login", query_string={"next": target})  # already signed in
+    assert again.location == "/admin/"
+
+
+def test_next_to_a_local_page_is_followed(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    asked = client.get("/admin/posts/?status=draft")
+    assert asked.status_code == 302 and "/login?next=" in asked.location
+    next_value = asked.location.split("next=", 1)[1]
+    from urllib.parse import unquote
+
+    response = login(client, "ada@example.com", next=unquote(next_value))
+    assert response.location == "/admin/posts/?status=draft"
+
+
+# Cookies, CSRF, sign-out ---------------------------------------------------------------
+
+
+def session_cookie_header(response) -> str:  # noqa: ANN001
+    return next(h for h in response.headers.getlist("Set-Cookie") if h.startswith("session="))
+
+
+def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    plain = session_cookie_header(login(app.test_client(), "ada@example.com"))
+    assert "HttpOnly" in plain and "SameSite=Lax" in plain and "Secure" not in plain
+    proxied = session_cookie_header(login(app.test_client(), "ada@example.com",
+                                          headers={"X-Forwarded-Proto": "https"}))
+    assert "Secure" in proxied and "HttpOnly" in proxied
+
+
+def test_sign_in_without_a_csrf_token_is_refused(app):  # noqa: ANN001
+    add_user(app, "ada@example.com")
+    client = app.test_client()
+    response = client.post("/login", data={"email": "ada@example.com", "password": PASSWORD})
+    assert response.status_code == 400
+    assert "reload the page" in text(response)
+    assert client.get("/admin/").status_code == 302
+
+
+def test_sign_out_needs_a_post_with_the_csrf_token(app):  # noqa: ANN001
+    client = client_as(app, "viewer")
+    assert client.get("/logout").status_code == 405
+    assert client.post("/logout").status_code == 400
+    assert client.get("/admin/").status_code == 200
+    assert post_form(client, "/logout").status_code == 303
+    assert client.get("/admin/").status_code == 302
+
+
+def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(app):  # noqa: ANN001
+    response = app.test_client().get("/admin/live", headers={"HX-Request": "true"})
+    assert response.status_code == 401
+
+
+# Sessions end when they should ---------------------------------------------------------
+
+
+def test_deactivating_a_user_ends_their_session_at_once(app):  # noqa: ANN001
+    client = client_as(app, "editor")
+    assert client.get("/admin/").status_code == 200
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == "editor@example.com"))
+        user.active = False
+        db.session.commit()
+    assert client.get("/admin/").status_code == 302
+
+
+def test_changing_ones_password_signs_out_other_sessions(app):  # noqa: ANN001
+    user_id = add_user(app, "ada@example.com")
+    mine, other = app.test_client(), app.test_client()
+    sign_in(app, mine, user_id)
+    sign_in(app, other, user_id)
+    response = post_form(mine, "/settings", {
+        "timezone": "Europe/Paris", "current_password": PASSWORD,
+        "new_password": "a much better one", "confirm_password": "a much better one"})
+    assert response.status_code == 303
+    assert mine.get("/admin/").status_code == 200
+    assert other.get("/admin/").status_code == 302
+    assert login(app.test_client(), "ada@example.com", "a much better one").status_code == 302
+
+
+def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(app):  # noqa: ANN001
+    add_user(app, "new@example.com", must_change_password=True)
+    client = app.test_client()
+    assert login(client, "new@example.com").location == "/settings"
+    assert client.get("/admin/").location == "/settings"
+    weak = post_form(client, "/settings", {"timezone": "UTC", "current_password": PASSWORD,
+                                           "new_password": "short", "confirm_password": "short"})
+    assert weak.status_code == 422 and "at least 10 characters" in text(weak)
+    post_form(client, "/settings", {"timezone": "UTC", "current_password": PASSWORD,
+                                    "new_password": "long enough now", "confirm_password":
+                                    "long enough now"})
+    assert client.get("/admin/").status_code == 200
+
+
+# Time zone ------------------------------------------------------------------------------
+
+
+def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choice(app):  # noqa: ANN001
+    user_id = add_user(app, "ada@example.com", timezone="")
+    login(app.test_client(), "ada@example.com", zone="Asia/Tokyo")
+    login(app.test_client(), "ada@example.com", zone="Europe/Paris")
+    with app.app_context():
+        assert db.session.get(User, user_id).timezone == "Asia/Tokyo"
+
+
+def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):  # noqa: ANN001
+    client = client_as(app, "editor")
+    response = post_form(client, "/settings", {"timezone": "Mars/Olympus_Mons"})
+    assert response.status_code == 422
+    assert 'value="Mars/Olympus_Mons"' in text(response)
+    assert 'id="e-timezone"' in text(response)
+    with app.app_context():
+        assert db.session.scalar(sa.select(User.timezone)) == "UTC"
+
+
+# The create-user command ---------------------------------------------------------------
+
+
+def test_create_user_command_creates_a_user_who_can_sign_in(app):  # noqa: ANN001
+    runner = app.test_cli_runner()
+    with app.app_context():  # the flask command line pushes one
+        result = runner.invoke(args=["create-user", "Ops@Example.com", "--role", "admin",
+                                     "--password", PASSWORD, "--timezone", "America/Los_Angeles"])
+        again = runner.invoke(args=["create-user", "ops@example.com", "--password", "x" * 12])
+        bad_zone = runner.invoke(args=["create-user", "z@example.com", "--password", "x" * 12,
+                                       "--timezone", "Nowhere/Land"])
+    assert result.exit_code == 0, result.output
+    assert "Created admin ops@example.com" in result.output
+    assert login(app.test_client(), "ops@example.com").status_code == 302
+    assert again.exit_code != 0 and "exists already" in again.output
+    assert bad_zone.exit_code != 0 and "unknown time zone" in bad_zone.output
+
+
+def test_create_user_command_prompts_for_the_password_when_none_is_given(app):  # noqa: ANN001
+    with app.app_context():
+        result = app.test_cli_runner().invoke(args=["create-user", "ed@example.com"],
+                                              input=f"{PASSWORD}\n{PASSWORD}\n")
+    assert result.exit_code == 0, result.output
+    assert login(app.test_client(), "ed@example.com").status_code == 302

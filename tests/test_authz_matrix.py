@@ -1,0 +1,181 @@
+"""Every endpoint x every role x anonymous: allowed or refused as designed; CSRF everywhere.
+
+Built from app.url_map, so an endpoint added later is checked too: it needs a line in
+EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV).
+/api (bearer tokens, tested with the API) and static files are left out.
+"""
+
+import pytest
+
+from tests.conftest import make_app
+from tests.test_auth import add_user, sign_in, text
+from webapp import NAV
+from webapp.models import User
+
+PUBLIC, SIGNED_IN = "public", "signed-in"
+ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
+
+# (endpoint, method) or endpoint -> the least that may use it
+EXPECTED = {
+    "site.index": PUBLIC, "site.post": PUBLIC, "site.feed": PUBLIC,
+    "site.healthz": PUBLIC, "site.readyz": PUBLIC,
+    "auth.login": PUBLIC, "auth.logout": SIGNED_IN, "auth.settings": SIGNED_IN,
+    "dashboard.index": "viewer", "dashboard.live": "viewer",
+    "posts.index": "editor", "posts.rows": "editor", "posts.new": "editor",
+    "posts.edit": "editor", "posts.panel": "editor", "posts.preview": "editor",
+    "posts.when": "editor", "posts.schedule": "editor", "posts.unpublish_time": "editor",
+    "posts.unschedule": "editor", "posts.publish": "editor", "posts.unpublish": "editor",
+    "users.index": "admin", "users.create": "admin", "users.role": "admin",
+    "users.deactivate": "admin", "users.activate": "admin", "users.reset": "admin",
+    "status.index": "viewer", "status.live": "viewer", "status.act": "admin",
+    "timers.index": "editor", "timers.detail": "editor", "timers.create": "editor",
+    "timers.edit": "editor", "timers.runs": "editor", "timers.run_now": "editor",
+    "timers.pause": "editor", "timers.resume": "editor", "timers.delete": "editor",
+    "plugins.index": "editor", "plugins.switch": "admin", "plugins.sitemap_xml": PUBLIC,
+    "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
+    "webhooks.delete": "admin", "webhooks.redeliver": "admin",
+}
+NAV_ROLES = {endpoint.split(".")[0]: role for endpoint, _label, role in NAV}
+SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",
+           "uuid": "00000000-0000-0000-0000-000000000000", "float": "1.5"}
+STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def checked_routes(app) -> list[tuple[str, str, str]]:  # noqa: ANN001
+    """Return (endpoint, method, url) for every rule outside /api and static."""
+    routes = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static" or rule.rule.startswith("/api"):
+            continue
+        values = {name: _sample(conv) for name, conv in rule._converters.items()}
+        url = rule.build(values)[1]
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            routes.append((rule.endpoint, method, url))
+    return routes
+
+
+def _sample(converter) -> str:  # noqa: ANN001
+    """Return a URL value the converter accepts and that names nothing that exists."""
+    if hasattr(converter, "items"):  # any(a, b): the first choice
+        return sorted(converter.items)[0]
+    names = {"IntegerConverter": "int", "UnicodeConverter": "string", "PathConverter": "path",
+             "UUIDConverter": "uuid", "FloatConverter": "float"}
+    return SAMPLES[names.get(type(converter).__name__, "default")]
+
+
+def expected_role(endpoint: str, method: str) -> str:
+    """Return who may use endpoint with method, from EXPECTED or the blueprint's NAV role."""
+    for key in ((endpoint, method), endpoint):
+        if key in EXPECTED:
+            return EXPECTED[key]
+    blueprint = endpoint.split(".")[0]
+    if blueprint in NAV_ROLES:
+        return NAV_ROLES[blueprint]
+    pytest.fail(f"{endpoint} ({method}) is not in the authorisation table: add it to EXPECTED "
+                "in tests/test_authz_matrix.py with the least role that may use it")
+
+
+def may(role: str | None, least: str) -> bool:
+    if least == PUBLIC:
+        return True
+    if role is None:
+        return False
+    return least == SIGNED_IN or User.RANK[role] >= User.RANK[least]
+
+
+def refused(response, role: str | None) -> bool:  # noqa: ANN001
+    """Return whether the response refuses: sign-in for anonymous, 403 for a signed-in role."""
+    if role is None:
+        return sent_to_sign_in(response) or response.status_code == 401
+    return response.status_code == 403
+
+
+def sent_to_sign_in(response) -> bool:  # noqa: ANN001
+    """Return whether response redirects to the sign-in page to come back afterwards."""
+    return (response.status_code in (301, 302, 303)
+            and response.location.startswith("/login?next="))
+
+
+@pytest.fixture
+def open_app(app, pg_url):  # noqa: ANN001, ANN201
+    """The test app without CSRF checks (they have their own test below), emptied first."""
+    permissive = make_app(pg_url, WTF_CSRF_ENABLED=False)
+    yield permissive
+    from webapp.extensions import db
+
+    with permissive.app_context():
+        db.engine.dispose()
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r or "anonymous")
+def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):  # noqa: ANN001
+    user_id = add_user(open_app, f"{role}@example.com", role) if role else None
+    wrong = []
+    for endpoint, method, url in checked_routes(open_app):
+        client = open_app.test_client()
+        if user_id is not None:
+            sign_in(open_app, client, user_id)  # afresh: /logout ends the session
+        response = client.open(url, method=method, data={})
+        allowed = may(role, expected_role(endpoint, method))
+        if response.status_code == 500:
+            wrong.append(f"{method} {url}: 500")
+        elif allowed and response.status_code == 403:
+            wrong.append(f"{method} {url}: refused (403), should be allowed")
+        elif allowed and role is not None and sent_to_sign_in(response):
+            wrong.append(f"{method} {url}: sent to sign in, should be allowed")
+        elif not allowed and not refused(response, role):
+            wrong.append(f"{method} {url}: answered {response.status_code}, should be refused")
+    assert not wrong, f"as {role or 'anonymous'}:\n" + "\n".join(wrong)
+
+
+def test_the_table_covers_every_endpoint_it_names(open_app):  # noqa: ANN001
+    known = {endpoint for endpoint, _method, _url in checked_routes(open_app)}
+    stale = {key for key in EXPECTED if (key if isinstance(key, str) else key[0]) not in known}
+    assert not stale, f"EXPECTED names endpoints that no longer exist: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])
+def test_every_state_changing_request_without_the_csrf_token_is_refused(app, role):  # noqa: ANN001
+    client = app.test_client()
+    if role:
+        sign_in(app, client, add_user(app, "admin@example.com", role))
+    changing = [(e, m, u) for e, m, u in checked_routes(app) if m in STATE_CHANGING]
+    assert changing, "no state-changing endpoints found"
+    for _endpoint, method, url in changing:
+        response = client.open(url, method=method, data={"title": "x", "role": "viewer"})
+        assert response.status_code == 400, f"{method} {url} answered {response.status_code}"
+        assert "The form expired or was not sent from Soloist" in text(response)
+
+
+def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(app):  # noqa: ANN001
+    client = app.test_client()
+    sign_in(app, client, add_user(app, "ed@example.com", "editor"))
+    page = text(client.get("/admin/posts/new"))
+    token = page.split('hx-headers=\'{"X-CSRFToken": "')[1].split('"')[0]
+    response = client.post("/admin/posts/preview", data={"body": "*hi*"},
+                           headers={"X-CSRFToken": token, "HX-Request": "true"})
+    assert response.status_code == 200 and "<em>hi</em>" in text(response)
+    forged = client.post("/admin/posts/preview", data={"body": "*hi*"},
+                         headers={"X-CSRFToken": "forged", "HX-Request": "true"})
+    assert forged.status_code == 400
+
+
+EDITOR_BLUEPRINTS = ("site", "auth", "dashboard", "posts", "users")
+
+
+def test_an_id_too_big_for_the_database_is_404_not_500(open_app):  # noqa: ANN001
+    user_id = add_user(open_app, "admin@example.com", "admin")
+    wrong = []
+    for rule in open_app.url_map.iter_rules():
+        if rule.endpoint.split(".")[0] not in EDITOR_BLUEPRINTS or "int" not in rule.rule:
+            continue
+        values = {name: "99999999999999999999" if type(conv).__name__ == "IntegerConverter"
+                  else _sample(conv) for name, conv in rule._converters.items()}
+        url = rule.build(values)[1]
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            client = open_app.test_client()
+            sign_in(open_app, client, user_id)
+            status = client.open(url, method=method, data={}).status_code
+            if status != 404:
+                wrong.append(f"{method} {url}: {status}")
+    assert not wrong, "an id no row can have should be 404:\n" + "\n".join(wrong)

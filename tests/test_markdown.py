@@ -1,0 +1,67 @@
+"""Markdown bodies render to HTML in which no script, handler or javascript: link survives."""
+
+from html.parser import HTMLParser
+
+import pytest
+
+from webapp.markdown import render
+
+
+def test_markdown_renders_headings_emphasis_lists_code_and_tables():
+    html = render("# Title\n\n*em* **strong** `code`\n\n- a\n- b\n\n"
+                  "| x | y |\n|---|---|\n| 1 | 2 |")
+    for piece in ("<h1>Title</h1>", "<em>em</em>", "<strong>strong</strong>", "<code>code</code>",
+                  "<li>a</li>", "<table>", "<td>1</td>"):
+        assert piece in html
+
+
+class Elements(HTMLParser):
+    """Collect the real elements and attributes of an HTML fragment (not escaped text)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.found.append((tag, {name: value or "" for name, value in attrs}))
+
+
+def assert_inert(html: str) -> None:
+    """Fail if html has an element or attribute that could run script."""
+    for tag, attrs in Elements(html).found:
+        assert tag not in {"script", "svg", "iframe", "object", "embed", "style"}, tag
+        for name, value in attrs.items():
+            assert not name.startswith("on") and name != "style", (tag, name)
+            if name in {"href", "src"}:
+                assert value.strip().lower().startswith(("http:", "https:", "mailto:", "/")), \
+                    (tag, name, value)
+
+
+@pytest.mark.parametrize("source", [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "[click](JaVaScRiPt:alert(1))",
+    "[click](  javascript:alert(1))",
+    "[click](java&#115;cript:alert(1))",
+    '<a href="javascript:alert(1)">x</a>',
+    "![x](javascript:alert(1))",
+    "<svg onload=alert(1)>",
+    "<iframe src=https://evil.example></iframe>",
+    "[x](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    '<div style="background:url(javascript:alert(1))">x</div>',
+    "<https://ok.example> <javascript:alert(1)>",
+])
+def test_markup_that_could_run_script_comes_out_inert(source):  # noqa: ANN001
+    assert_inert(render(source))
+
+
+def test_links_get_rel_noopener_and_keep_safe_urls():
+    html = render("[site](https://example.com/a?b=1) [local](/posts/hello) [mail](mailto:a@b.c)")
+    assert '<a href="https://example.com/a?b=1" rel="noopener noreferrer nofollow">' in html
+    assert 'href="/posts/hello"' in html and 'href="mailto:a@b.c"' in html
+
+
+def test_an_empty_body_renders_to_nothing():
+    assert render("") == "" and render(None) == ""

@@ -1,0 +1,151 @@
+"""User admin: invite with a one-time password, change roles, deactivate; keep an admin."""
+
+import threading
+
+import psycopg
+import sqlalchemy as sa
+
+from tests.cluster import wait_for
+from tests.test_auth import PASSWORD, add_user, client_as, login, post_form, sign_in, text
+from webapp.extensions import db
+from webapp.models import User
+
+
+def user(app, email: str) -> User:  # noqa: ANN001
+    """Return the stored user with email (detached)."""
+    with app.app_context():
+        found = db.session.scalar(sa.select(User).where(User.email == email))
+        db.session.expunge(found)
+        return found
+
+
+def one_time_password(page: str) -> str:
+    return page.split('class="one-time-password">')[1].split("<")[0]
+
+
+def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    response = post_form(admin, "/admin/users/", {"email": " New@Example.com", "role": "viewer"})
+    assert response.status_code == 303
+    shown = text(admin.get("/admin/users/"))
+    password = one_time_password(shown)
+    assert "new@example.com" in shown and len(password) >= 12
+    assert password not in text(admin.get("/admin/users/"))  # only once
+    created = user(app, "new@example.com")
+    assert (created.role, created.active, created.must_change_password, created.timezone) == (
+        "viewer", True, True, "")
+    newcomer = app.test_client()
+    assert login(newcomer, "new@example.com", password).location == "/settings"
+    assert newcomer.get("/admin/").location == "/settings"
+
+
+def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    bad = post_form(admin, "/admin/users/", {"email": "not-an-email", "role": "editor"})
+    assert bad.status_code == 422
+    assert 'id="e-email"' in text(bad) and 'value="not-an-email"' in text(bad)
+    taken = post_form(admin, "/admin/users/", {"email": "admin@example.com", "role": "editor"})
+    assert taken.status_code == 422 and "exists already" in text(taken)
+    role = post_form(admin, "/admin/users/", {"email": "x@example.com", "role": "owner"})
+    assert role.status_code == 422 and 'id="e-role"' in text(role)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(User)) == 1
+
+
+def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    editor = app.test_client()
+    sign_in(app, editor, editor_id)
+    assert editor.get("/admin/posts/").status_code == 200
+    response = post_form(admin, f"/admin/users/{editor_id}/role", {"role": "viewer"})
+    assert response.status_code == 303
+    assert "ed@example.com is now viewer." in text(admin.get("/admin/users/"))
+    assert editor.get("/admin/posts/").status_code == 403
+
+
+def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    admin_id = user(app, "admin@example.com").id
+    add_user(app, "former@example.com", "admin", active=False)  # an inactive admin does not count
+    demoted = post_form(admin, f"/admin/users/{admin_id}/role", {"role": "editor"})
+    assert demoted.status_code == 409 and "last active admin" in text(demoted)
+    deactivated = post_form(admin, f"/admin/users/{admin_id}/deactivate")
+    assert deactivated.status_code == 409 and "last active admin" in text(deactivated)
+    stored = user(app, "admin@example.com")
+    assert (stored.role, stored.active) == ("admin", True)
+
+
+def test_with_two_admins_one_may_step_down(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    other_id = add_user(app, "other@example.com", "admin")
+    assert post_form(admin, f"/admin/users/{other_id}/role", {"role": "editor"}).status_code == 303
+    assert user(app, "other@example.com").role == "editor"
+
+
+def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    editor = app.test_client()
+    sign_in(app, editor, editor_id)
+    assert post_form(admin, f"/admin/users/{editor_id}/deactivate").status_code == 303
+    assert editor.get("/admin/").status_code == 302
+    assert login(app.test_client(), "ed@example.com").status_code == 401
+    assert post_form(admin, f"/admin/users/{editor_id}/activate").status_code == 303
+    assert login(app.test_client(), "ed@example.com").status_code == 302
+
+
+def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app):  # noqa: ANN001
+    admin = client_as(app, "admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    editor = app.test_client()
+    sign_in(app, editor, editor_id)
+    assert post_form(admin, f"/admin/users/{editor_id}/reset-password").status_code == 303
+    password = one_time_password(text(admin.get("/admin/users/")))
+    assert editor.get("/admin/").status_code == 302
+    assert login(app.test_client(), "ed@example.com", PASSWORD).status_code == 401
+    assert login(app.test_client(), "ed@example.com", password).location == "/settings"
+
+
+def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):  # noqa: ANN001
+    first_id, second_id = add_user(app, "a1@example.com", "admin"), add_user(
+        app, "a2@example.com", "admin")
+    clients = []
+    for user_id in (first_id, second_id):
+        client = app.test_client()
+        sign_in(app, client, user_id)
+        clients.append((client, {"csrf_token": csrf_of(client)}))
+    results = {}
+    with psycopg.connect(pg_url) as blocker:  # hold the admins' rows so both requests queue up
+        blocker.execute("SELECT id FROM users WHERE role = 'admin' FOR UPDATE")
+
+        def demote(index: int, target: int) -> None:
+            client, data = clients[index]
+            results[index] = client.post(f"/admin/users/{target}/role",
+                                         data={**data, "role": "editor"}).status_code
+
+        threads = [threading.Thread(target=demote, args=(0, second_id)),
+                   threading.Thread(target=demote, args=(1, first_id))]
+        for thread in threads:
+            thread.start()
+        with psycopg.connect(pg_url, autocommit=True) as observer:
+            wait_for(lambda: blocked_sessions(observer) >= 2, 20,
+                     "both demotions to wait on the lock")
+        blocker.rollback()
+    for thread in threads:
+        thread.join(20)
+    assert sorted(results.values()) == [303, 409]
+    roles = {user(app, "a1@example.com").role, user(app, "a2@example.com").role}
+    assert roles == {"admin", "editor"}
+
+
+def csrf_of(client) -> str:  # noqa: ANN001
+    from tests.test_auth import csrf_token
+
+    return csrf_token(client)
+
+
+def blocked_sessions(conn) -> int:  # noqa: ANN001
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()").fetchone()[0]

@@ -1,0 +1,132 @@
+"""Local date-times in a named zone to aware UTC and back, and relative hints ("in 12 min").
+
+Editors type wall-clock times in their own zone. A time that does not exist
+(skipped when clocks go forward) is refused with a suggestion; a time that
+happens twice (when clocks go back) means its first occurrence, and is shown
+back with its zone abbreviation so the editor can see which one it is.
+"""
+
+import re
+from datetime import UTC, datetime
+from functools import lru_cache
+from zoneinfo import ZoneInfo, available_timezones
+
+DEFAULT_ZONE = "UTC"
+_LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$")
+
+
+class TimeInputError(ValueError):
+    """A zone or date-time an editor typed cannot be used; the message says why."""
+
+
+@lru_cache(maxsize=1)
+def zone_names() -> frozenset[str]:
+    """Return every IANA zone name this system knows."""
+    return frozenset(available_timezones())
+
+
+def is_zone(name: str | None) -> bool:
+    """Return whether name is a known IANA zone."""
+    return bool(name) and name in zone_names()
+
+
+def get_zone(name: str | None) -> ZoneInfo:
+    """Return the zone called name; raise TimeInputError for an unknown one."""
+    name = (name or "").strip()
+    if not is_zone(name):
+        shown = f"“{name[:64]}”" if name else "An empty time zone"
+        raise TimeInputError(f"{shown} is not a time zone I know; pick one from the list, "
+                             "e.g. Europe/Paris or America/Los_Angeles.")
+    return ZoneInfo(name)
+
+
+def zone_or_default(name: str | None) -> ZoneInfo:
+    """Return the zone called name, or UTC when it is unset or unknown (for display)."""
+    return ZoneInfo(name) if is_zone(name) else ZoneInfo(DEFAULT_ZONE)
+
+
+def parse_local(text: str | None, zone_name: str | None) -> datetime:
+    """Read a wall-clock date-time typed in zone_name and return it as aware UTC."""
+    zone = get_zone(zone_name)
+    naive = _parse_naive(text)
+    first = naive.replace(tzinfo=zone, fold=0)
+    try:
+        as_utc = first.astimezone(UTC)
+        round_trip = as_utc.astimezone(zone).replace(tzinfo=None)
+    except (OverflowError, ValueError):
+        raise TimeInputError("That date is out of range; pick a year between 1970 and 9000.")\
+            from None
+    if round_trip != naive:
+        raise TimeInputError(
+            f"{_show(naive)} does not exist in {zone.key}: the clocks skip it when daylight "
+            f"saving time starts. Pick a time outside the gap, e.g. {_show(round_trip)}."
+        )
+    return as_utc
+
+
+def _parse_naive(text: str | None) -> datetime:
+    text = (text or "").strip()
+    if not text:
+        raise TimeInputError("Enter a date and time.")
+    if not _LOCAL.match(text):
+        raise TimeInputError(f"“{text[:40]}” is not a date and time; use the picker or type "
+                             "it like 2026-03-29 09:30.")
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise TimeInputError(f"“{text}” is not a real date or time.") from None
+    if not 1970 <= value.year <= 9000:
+        raise TimeInputError("That date is out of range; pick a year between 1970 and 9000.")
+    return value
+
+
+def _show(naive: datetime) -> str:
+    return naive.strftime("%Y-%m-%d %H:%M:%S" if naive.second else "%Y-%m-%d %H:%M")
+
+
+def to_local(moment: datetime, zone_name: str | None) -> datetime:
+    """Return an aware UTC moment as an aware datetime in zone_name."""
+    return moment.astimezone(zone_or_default(zone_name))
+
+
+def format_local(moment: datetime | None, zone_name: str | None) -> str:
+    """Format a UTC moment in zone_name, e.g. 2026-03-29 11:00 CEST."""
+    if moment is None:
+        return ""
+    local = to_local(moment, zone_name)
+    return f"{_show(local.replace(tzinfo=None))} {local.tzname()}"
+
+
+def input_value(moment: datetime | None, zone_name: str | None) -> str:
+    """Return a UTC moment as a datetime-local input value in zone_name."""
+    if moment is None:
+        return ""
+    local = to_local(moment, zone_name).replace(tzinfo=None, microsecond=0)
+    return local.strftime("%Y-%m-%dT%H:%M:%S" if local.second else "%Y-%m-%dT%H:%M")
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """Return a short hint like "in 12 min", "3 h ago" or "in 2 days"."""
+    if moment is None:
+        return ""
+    seconds = (moment - now).total_seconds()
+    span = _span(abs(seconds))
+    if span is None:
+        return "now"
+    return f"in {span}" if seconds > 0 else f"{span} ago"
+
+
+def _span(seconds: float) -> str | None:
+    whole = int(seconds)
+    if whole < 1:
+        return None
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min"
+    hours, minutes = divmod(whole // 60, 60)
+    if hours < 10 and minutes:
+        return f"{hours} h {minutes} min"
+    if hours < 48:
+        return f"{hours} h"
+    return f"{hours // 24} days"

@@ -1,0 +1,260 @@
+"""The editors' posts: list, write with a live preview, schedule, publish, unpublish."""
+
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from .. import posts as domain
+from ..markdown import render
+from ..models import Post
+from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
+from ..security import role_required
+from ..timezones import TimeInputError, format_local, get_zone, input_value, parse_local, zone_names
+
+bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
+
+SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the page; check "
+                          "its state here and try again."}
+
+
+def _zone() -> str:
+    return current_user.timezone or "UTC"
+
+
+def _post_or_404(post_id: int) -> Post:
+    try:
+        return domain.get_post(post_id)
+    except PostNotFound:
+        abort(404)
+
+
+def _list_args() -> dict:
+    status = request.args.get("status", "")
+    return {"status": status if status in Post.STATUSES else None,
+            "query": request.args.get("q", "").strip()[:200],
+            "before": _cursor("before"), "after": _cursor("after")}
+
+
+def _cursor(name: str) -> int | None:
+    """Return a keyset cursor (a post id) from the query string; ignore nonsense."""
+    value = request.args.get(name, type=int)
+    return value if value is not None and 0 <= value <= domain.MAX_ID else None
+
+
+@bp.get("/")
+@role_required("editor")
+def index():
+    """List posts with status filters, title search and keyset pages."""
+    args = _list_args()
+    return render_template("posts/index.html", page=domain.list_posts(**args), args=args,
+                           counts=_tab_counts(domain.status_counts()), statuses=Post.STATUSES)
+
+
+def _tab_counts(counts: dict[str, int], cap: int = domain.COUNT_CAP) -> dict[str, str]:
+    """Label each filter tab's count; a capped count reads "10,000+"."""
+    shown = {s: f"{cap:,}+" if counts.get(s, 0) > cap else f"{counts.get(s, 0):,}"
+             for s in Post.STATUSES}
+    total = sum(min(n, cap) for n in counts.values())
+    shown[""] = f"{total:,}+" if any(n > cap for n in counts.values()) else f"{total:,}"
+    return shown
+
+
+@bp.get("/rows")
+@role_required("editor")
+def rows():
+    """Render the list's rows alone (polled while a post on the page is scheduled)."""
+    args = _list_args()
+    return render_template("posts/_rows.html", page=domain.list_posts(**args), args=args)
+
+
+def _content_form() -> dict:
+    return {name: request.form.get(name, "") for name in ("title", "slug", "body")}
+
+
+@bp.route("/new", methods=["GET", "POST"])
+@role_required("editor")
+def new():
+    """Write a new draft."""
+    form, errors = {"title": "", "slug": "", "body": ""}, {}
+    if request.method == "POST":
+        form = _content_form()
+        try:
+            post = domain.create_post(**form)
+        except PostError as exc:
+            errors = exc.errors
+        else:
+            flash(f"Draft “{post.title}” saved.", "success")
+            return redirect(url_for("posts.edit", post_id=post.id), code=303)
+    return render_template("posts/new.html", form=form, errors=errors,
+                           preview=render(form["body"])), 422 if errors else 200
+
+
+def _edit_page(post: Post, status: int = 200, **context):  # noqa: ANN003, ANN202
+    form = context.pop("form", None) or {
+        "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
+        "digest": domain.content_digest(post.title, post.slug, post.body)}
+    context.setdefault("errors", {})
+    return render_template("posts/edit.html", form=form, preview=render(form["body"]),
+                           **_panel_context(post, **context)), status
+
+
+def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | None = None,
+                   **context) -> dict:  # noqa: ANN003
+    zone = _zone()
+    if sched is None:
+        sched = {"publish_at": input_value(post.publish_at, zone) if post.status == "scheduled"
+                 else "", "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
+    return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
+            "zones": sorted(zone_names()), **context}
+
+
+@bp.route("/<int:post_id>", methods=["GET", "POST"])
+@role_required("editor")
+def edit(post_id: int):
+    """Edit a post's text; a form opened before someone else's change is refused."""
+    post = _post_or_404(post_id)
+    if request.method == "GET":
+        return _edit_page(post)
+    form = {**_content_form(), "version": request.form.get("version", 0, type=int),
+            "digest": request.form.get("digest", "")}
+    version = request.form.get("force_version", type=int) or form["version"]
+    try:
+        domain.update_post(post_id, version, form["digest"], form["title"], form["slug"],
+                           form["body"])
+    except StalePost as exc:
+        return _edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
+    except PostError as exc:
+        return _edit_page(_post_or_404(post_id), 422, form=form, errors=exc.errors)
+    flash("Saved.", "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+def _read_times(sched: dict, need_publish: bool = True) -> tuple:
+    """Parse the typed times in the typed zone; raise PostError naming each bad field."""
+    try:
+        get_zone(sched["zone"])
+    except TimeInputError as exc:
+        raise PostError({"zone": str(exc)}) from None
+    times, errors = {}, {}
+    for name in ("publish_at", "unpublish_at"):
+        if not sched.get(name) and (name == "unpublish_at" or not need_publish):
+            times[name] = None
+            continue
+        try:
+            times[name] = parse_local(sched.get(name), sched["zone"])
+        except TimeInputError as exc:
+            errors[name] = str(exc)
+    if errors:
+        raise PostError(errors)
+    return times.get("publish_at"), times.get("unpublish_at")
+
+
+def _sched_form() -> dict:
+    return {name: request.form.get(name, "").strip()
+            for name in ("publish_at", "unpublish_at", "zone")}
+
+
+@bp.post("/<int:post_id>/schedule")
+@role_required("editor")
+def schedule(post_id: int):
+    """Schedule a post at a time typed in the editor's zone."""
+    post = _post_or_404(post_id)
+    sched = _sched_form()
+    try:
+        publish_at, unpublish_at = _read_times(sched)
+        domain.schedule_post(post_id, request.form.get("version", 0, type=int), publish_at,
+                             unpublish_at)
+    except StalePost as exc:
+        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
+    except PostError as exc:
+        return _edit_page(post, 422, sched=sched, sched_errors=exc.errors,
+                          past=isinstance(exc, PublishTimeInPast))
+    flash(f"Scheduled for {format_local(publish_at, sched['zone'])}.", "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.post("/<int:post_id>/unpublish-time")
+@role_required("editor")
+def unpublish_time(post_id: int):
+    """Set or clear when a published post comes down."""
+    post = _post_or_404(post_id)
+    sched = _sched_form()
+    try:
+        _, unpublish_at = _read_times(sched, need_publish=False)
+        domain.set_unpublish_time(post_id, request.form.get("version", 0, type=int),
+                                  unpublish_at)
+    except StalePost as exc:
+        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
+    except PostError as exc:
+        return _edit_page(post, 422, sched=sched, sched_errors=exc.errors)
+    flash(f"Unpublishes {format_local(unpublish_at, sched['zone'])}." if unpublish_at
+          else "It stays published until you unpublish it.", "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+def _act(post_id: int, action, done: str):  # noqa: ANN001, ANN202
+    _post_or_404(post_id)
+    try:
+        action(post_id)
+    except PostError as exc:
+        flash(exc.errors.get("form", str(exc)), "error")
+    else:
+        flash(done, "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.post("/<int:post_id>/unschedule")
+@role_required("editor")
+def unschedule(post_id: int):
+    """Take a scheduled post back to draft."""
+    return _act(post_id, domain.unschedule_post, "Unscheduled: the post is a draft again.")
+
+
+@bp.post("/<int:post_id>/publish")
+@role_required("editor")
+def publish(post_id: int):
+    """Publish a post now."""
+    instance = current_app.config.get("INSTANCE_NAME", "")
+    return _act(post_id, lambda pid: domain.publish_now(pid, instance), "Published.")
+
+
+@bp.post("/<int:post_id>/unpublish")
+@role_required("editor")
+def unpublish(post_id: int):
+    """Take a published post down now."""
+    instance = current_app.config.get("INSTANCE_NAME", "")
+    return _act(post_id, lambda pid: domain.unpublish_post(pid, instance),
+                "Unpublished: the post is no longer on the site.")
+
+
+@bp.get("/<int:post_id>/panel")
+@role_required("editor")
+def panel(post_id: int):
+    """Render the publication panel, or 204 while the post is still at version=."""
+    post = _post_or_404(post_id)
+    if request.args.get("version", type=int) == post.version:
+        return "", 204
+    return render_template("posts/_panel.html", **_panel_context(post))
+
+
+@bp.post("/preview")
+@role_required("editor")
+def preview():
+    """Render a Markdown body the way the public page will show it."""
+    body = request.form.get("body", "")
+    if len(body.encode()) > domain.MAX_BODY_BYTES:
+        return render_template("posts/_preview.html", too_big=True)
+    return render_template("posts/_preview.html", html=render(body))
+
+
+@bp.get("/when")
+@role_required("editor")
+def when():
+    """Say when a typed local time is, in UTC and relative to now (the schedule form's hint)."""
+    text = request.args.get("publish_at", "").strip()
+    if not text:
+        return ""
+    try:
+        moment = parse_local(text, request.args.get("zone", "").strip())
+    except TimeInputError as exc:
+        return render_template("posts/_when.html", error=str(exc))
+    return render_template("posts/_when.html", moment=moment)
