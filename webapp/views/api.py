@@ -1,0 +1,145 @@
+"""The JSON API under /api: bearer tokens only, JSON in and out, JSON errors.
+
+A browser's session cookie never authenticates here, so the API needs no CSRF
+token: a cross-site page cannot send the Authorization header.
+"""
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+
+from flask import Blueprint, Response, g, jsonify, request
+
+from ..apitokens import user_for_token
+from ..extensions import csrf
+from ..status import leaders_json, snapshot
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+csrf.exempt(bp)
+
+
+class ApiError(Exception):
+    """Answer the request with a JSON error naming what was wrong."""
+
+    def __init__(self, status: int, error: str, detail: str = "", field: str | None = None,
+                 fields: dict[str, str] | None = None) -> None:
+        super().__init__(detail or error)
+        self.status, self.error, self.detail = status, error, detail or error
+        self.fields = fields or ({field: self.detail} if field else {})
+
+
+def invalid(field: str, detail: str) -> ApiError:
+    """Return a 422 error for one bad field."""
+    return ApiError(422, f"Invalid field: {field}", f"{field}: {detail}", field)
+
+
+@bp.errorhandler(ApiError)
+def _api_error(exc: ApiError) -> tuple[Response, int]:
+    body = {"error": exc.error, "detail": exc.detail}
+    if exc.fields:
+        body["field"] = next(iter(exc.fields))
+        body["fields"] = exc.fields
+    response = jsonify(body)
+    if exc.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="soloist"'
+    return response, exc.status
+
+
+@bp.before_request
+def _authenticate() -> None:
+    """Accept a bearer token and nothing else (no session cookie)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "Authentication required",
+                       "Send an API token: Authorization: Bearer <token> "
+                       "(create one with `flask --app webapp create-token EMAIL`).")
+    user = user_for_token(token.strip())
+    if user is None:
+        raise ApiError(401, "Invalid token", "That token is unknown, revoked, or its user is "
+                                             "deactivated.")
+    g.api_user = user
+
+
+def api_role(role: str) -> Callable:
+    """Refuse the endpoint (403) to tokens whose user has a lower role."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if not g.api_user.can(role):
+                raise ApiError(403, "Forbidden", f"This needs the {role} role; the token's "
+                                                 f"user is {g.api_user.role}.")
+            return view(*args, **kwargs)
+
+        return wrapped
+
+    return decorator
+
+
+def json_body(allowed: set[str]) -> dict:
+    """Return the request's JSON object; refuse malformed JSON and unknown fields."""
+    raw = request.get_data(cache=False, as_text=True)
+    try:
+        data = json.loads(raw) if raw.strip() else None
+    except ValueError as exc:
+        raise ApiError(400, "Malformed JSON", f"The body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "Malformed JSON", "The body must be a JSON object, e.g. "
+                                              '{"title": "Hello"}.')
+    for name in data:
+        if name not in allowed:
+            raise invalid(name, f"unknown field; use {', '.join(sorted(allowed))}")
+    return data
+
+
+def text_field(data: dict, name: str, required: bool = False, default: str = "") -> str:
+    """Return a string field; 422 naming it when it is missing or not a string."""
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise invalid(name, "required")
+        return default
+    if not isinstance(value, str):
+        raise invalid(name, "must be a string")
+    return value
+
+
+def time_field(data: dict, name: str) -> datetime | None:
+    """Return an ISO 8601 time with an offset as aware UTC (None when null or absent)."""
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise invalid(name, "must be an ISO 8601 string such as 2030-01-31T09:00:00+01:00")
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise invalid(name, f"{value[:40]!r} is not an ISO 8601 date-time, e.g. "
+                            "2030-01-31T09:00:00+01:00") from None
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise invalid(name, "needs a UTC offset (Z or +01:00) so it means one moment")
+    return moment.astimezone(UTC)
+
+
+def iso(moment: datetime | None) -> str | None:
+    """Return a time as UTC ISO 8601 with a Z, or None."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
+
+
+def page_arg() -> int:
+    """Return ?page= (1 when absent); 422 when it is not a positive whole number."""
+    raw = request.args.get("page", "1")
+    if not raw.isdigit() or int(raw) < 1 or int(raw) > 1_000_000:
+        raise invalid("page", "must be a whole number from 1")
+    return int(raw)
+
+
+@bp.get("/leaders")
+@api_role("viewer")
+def leaders():
+    """List every key with its holder and standbys."""
+    return jsonify(leaders_json(snapshot(history_size=0)))
+
+
+from . import api_plugins, api_posts  # noqa: E402, F401  (their endpoints live on bp)

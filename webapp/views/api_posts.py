@@ -1,0 +1,171 @@
+"""The posts endpoints of the JSON API (on the api blueprint)."""
+
+from datetime import datetime
+
+from flask import current_app, jsonify, request, url_for
+
+from .. import posts
+from ..models import Post
+from ..scheduling.work import database_now
+from .api import ApiError, api_role, bp, invalid, iso, json_body, page_arg, text_field, time_field
+
+FIELDS = {"title", "body", "slug", "publish_at", "unpublish_at"}
+PAGE_SIZE = 50
+
+
+def post_json(post: Post, body: bool = True) -> dict:
+    """Return a post as the API shows it (times in UTC ISO 8601; lists leave the body out)."""
+    data = {"id": post.id, "slug": post.slug, "title": post.title,
+            "status": post.status, "publish_at": iso(post.publish_at),
+            "unpublish_at": iso(post.unpublish_at), "published_at": iso(post.published_at),
+            "version": post.version, "created_at": iso(post.created_at),
+            "updated_at": iso(post.updated_at),
+            "url": url_for("site.post", slug=post.slug, _external=True)
+            if post.status == "published" else None}
+    if body:
+        data["body"] = post.body
+    return data
+
+
+def _refusal(exc: posts.PostError) -> ApiError:
+    """Turn a refused change into 404, 409 (the post's state) or 422 (a field)."""
+    if isinstance(exc, posts.PostNotFound):
+        return ApiError(404, "Not found", "No post has that id.")
+    fields = {k: v for k, v in exc.errors.items() if k != "form"}
+    if isinstance(exc, posts.StalePost) or not fields:
+        return ApiError(409, "Conflict", str(exc))
+    first = next(iter(fields))
+    return ApiError(422, f"Invalid field: {first}",
+                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
+
+
+def _get(post_id: int) -> Post:
+    try:
+        return posts.get_post(post_id)
+    except posts.PostNotFound as exc:
+        raise _refusal(exc) from None
+
+
+def _check_times(publish_at: datetime | None, unpublish_at: datetime | None,
+                 now: datetime) -> None:
+    if publish_at is not None and publish_at <= now:
+        raise invalid("publish_at", "must be in the future (leave it out for a draft, or use "
+                                    "POST /api/posts/<id>/publish to publish now)")
+    if unpublish_at is not None and unpublish_at <= now:
+        raise invalid("unpublish_at", "must be in the future")
+    if publish_at and unpublish_at and unpublish_at <= publish_at:
+        raise invalid("unpublish_at", "must come after publish_at")
+
+
+@bp.get("/posts")
+@api_role("viewer")
+def list_posts():
+    """List posts, newest first, optionally of one status, PAGE_SIZE a page."""
+    status = request.args.get("status") or None
+    if status is not None and status not in Post.STATUSES:
+        raise invalid("status", f"must be one of {', '.join(Post.STATUSES)}")
+    page = page_arg()
+    found = posts.api_page(status, page, PAGE_SIZE)
+    return jsonify(posts=[post_json(p, body=False) for p in found[:PAGE_SIZE]], page=page,
+                   per_page=PAGE_SIZE, has_next=len(found) > PAGE_SIZE)
+
+
+@bp.get("/posts/<int:post_id>")
+@api_role("viewer")
+def get_post(post_id: int):
+    """Show one post."""
+    return jsonify(post_json(_get(post_id)))
+
+
+@bp.post("/posts")
+@api_role("editor")
+def create_post():
+    """Create a draft, or a scheduled post when publish_at is given."""
+    data = json_body(FIELDS)
+    title = text_field(data, "title", required=True)
+    body, slug = text_field(data, "body"), text_field(data, "slug")
+    publish_at, unpublish_at = time_field(data, "publish_at"), time_field(data, "unpublish_at")
+    if unpublish_at is not None and publish_at is None:
+        raise invalid("unpublish_at", "needs publish_at (a draft is not published)")
+    _check_times(publish_at, unpublish_at, database_now())
+    try:
+        post = posts.create_post(title, slug, body)
+        if publish_at is not None:
+            post = posts.schedule_post(post.id, post.version, publish_at, unpublish_at)
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    response = jsonify(post_json(post))
+    response.headers["Location"] = url_for("api.get_post", post_id=post.id)
+    return response, 201
+
+
+@bp.patch("/posts/<int:post_id>")
+@api_role("editor")
+def update_post(post_id: int):
+    """Change a post's text and/or schedule; send version to refuse a stale edit (409)."""
+    data = json_body(FIELDS | {"version"})
+    post = _get(post_id)
+    version = data.get("version", post.version)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise invalid("version", "must be a whole number")
+    if version != post.version:
+        raise ApiError(409, "Conflict", f"The post is at version {post.version}, not {version}: "
+                                        "someone changed it; read it again.")
+    try:
+        _apply(post, version, _parse_changes(data, post))
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    return jsonify(post_json(_get(post_id)))
+
+
+def _parse_changes(data: dict, post: Post) -> dict:
+    """Check every field before anything is written, so bad input changes nothing."""
+    changes = {name: text_field(data, name, required=name == "title")
+               for name in ("title", "body", "slug") if name in data}
+    for name in ("publish_at", "unpublish_at"):
+        if name in data:
+            changes[name] = time_field(data, name)
+    now = database_now()
+    publish_at = changes.get("publish_at")
+    unpublish_at = changes.get("unpublish_at", post.unpublish_at)
+    if publish_at is not None or "unpublish_at" in changes:
+        _check_times(publish_at, changes.get("unpublish_at"), now)
+    if publish_at is not None and post.status == "published":
+        raise invalid("publish_at", "the post is published already")
+    if publish_at and unpublish_at and unpublish_at <= publish_at:
+        raise invalid("unpublish_at", "must come after publish_at")
+    if "unpublish_at" in changes and "publish_at" not in changes and post.status == "draft":
+        raise invalid("unpublish_at", "a draft has no schedule: send publish_at too")
+    if {"title", "body", "slug"} & changes.keys():
+        posts.check_fields(changes.get("title", post.title), changes.get("slug", post.slug),
+                           changes.get("body", post.body))
+    return changes
+
+
+def _apply(post: Post, version: int, changes: dict) -> None:
+    if {"title", "body", "slug"} & changes.keys():
+        post = posts.update_post(post.id, version, None, changes.get("title", post.title),
+                                 changes.get("slug", post.slug), changes.get("body", post.body))
+        version = post.version
+    if changes.get("publish_at") is not None:
+        posts.schedule_post(post.id, version, changes["publish_at"],
+                            changes.get("unpublish_at", post.unpublish_at))
+    elif "publish_at" in changes:
+        if post.status == "scheduled":
+            posts.unschedule_post(post.id)
+    elif "unpublish_at" in changes:
+        if post.status == "published":
+            posts.set_unpublish_time(post.id, version, changes["unpublish_at"])
+        else:
+            posts.schedule_post(post.id, version, post.publish_at, changes["unpublish_at"])
+
+
+@bp.post("/posts/<int:post_id>/publish")
+@api_role("editor")
+def publish_post(post_id: int):
+    """Publish a post now (its outbox row in the same transaction)."""
+    try:
+        posts.publish_now(post_id, current_app.config["INSTANCE_NAME"])
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    return jsonify(post_json(_get(post_id)))
