@@ -1,19 +1,219 @@
-"""The plugin scheduler's tick: runs the hooks registered for the plugin key's leader."""
+"""The plugin scheduler's tick: run due timer slots and feed outbox events to hooks.
 
-from collections.abc import Callable
+Each call is a short, bounded unit of work on the leader's scheduler thread:
+mark runs past their maximum runtime as timed out, start queued run-now
+requests, claim due slots, fan outbox events out to hooks, and return when
+something is next due. Actions and hooks run in worker threads
+(webapp.plugins.workers), never here.
+
+At most once per slot: a slot is claimed by inserting its timer_runs row
+(UNIQUE timer_id, scheduled_for) before anything runs; a second leader's insert
+does nothing. The next slot is computed from the slot's own time, so a slow run
+never drifts the schedule.
+"""
+
+import logging
 from datetime import datetime, timedelta
+from functools import partial
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.orm import aliased
+
+from ..extensions import db
+from ..models import Timer, TimerRun
+from ..plugins import hooks, registry, workers
+from ..plugins.schedules import Schedule
+from ..plugins.store import for_update_skip_locked, insert_ignoring_conflicts
+from ..plugins.timers import ensure_default_timers
+from . import publish
+from .keys import PLUGINS
+from .work import record_work
+
+log = logging.getLogger("soloist.timers")
 
 IDLE = timedelta(seconds=60)
-
-# Each hook is hook(now, instance) -> next wake or None; the "Plugins" work adds timers here.
-HOOKS: list[Callable[[datetime, str], datetime | None]] = []
+BLOCKED_RECHECK = timedelta(seconds=1)  # due work waits for a free worker or a hook batch
+CLAIM_BATCH = 100
+POST_SETTLE = timedelta(seconds=0.3)
 
 
 def tick(now: datetime, instance: str = "") -> datetime | None:
-    """Run every plugin hook once; return the earliest next wake."""
-    wakes = [now + IDLE]
-    for hook in HOOKS:
-        upcoming = hook(now, instance)
-        if upcoming is not None:
-            wakes.append(upcoming)
-    return min(wakes)
+    """Do one unit of plugin work at now; return when the next one is due."""
+    ensure_default_timers(now)
+    enabled = set(registry.enabled_plugins())
+    done = {"timed out": expire_overdue(now)}
+    done["started"] = start_queued(now, instance, enabled)
+    claimed, more = claim_due(now, instance, enabled)
+    done["started"] += claimed
+    done["events"] = hooks.fan_out(now)
+    done["hook batches"] = start_hook_batches(now, instance)
+    if any(done.values()):
+        record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v))
+    if more or done["events"] >= hooks.FAN_OUT_BATCH:
+        return now  # a backlog: come back at once
+    wake = next_wake(now, enabled)
+    return wake if wake > now else now + BLOCKED_RECHECK
+
+
+def expire_overdue(now: datetime) -> int:
+    """Record runs past their maximum runtime as timed out; return how many."""
+    running = db.session.execute(
+        sa.select(TimerRun.id, TimerRun.timer_id, TimerRun.started_at, Timer.max_runtime_seconds)
+        .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
+    expired = 0
+    for run_id, timer_id, started_at, limit in running:
+        if started_at + timedelta(seconds=limit) > now:
+            continue
+        error = f"Ran past its maximum runtime of {limit} s; recorded as timed out."
+        settled = db.session.execute(
+            sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "running")
+            .values(status="timed_out", finished_at=now, error=error,
+                    duration_seconds=(now - started_at).total_seconds())).rowcount
+        if settled:
+            workers.count_outcome(timer_id, False, error)
+            workers.abandon(f"run:{run_id}")
+            expired += 1
+        db.session.commit()
+    db.session.rollback()
+    return expired
+
+
+def _in_flight(timer_id: int) -> bool:
+    return db.session.scalar(sa.select(TimerRun.id).where(
+        TimerRun.timer_id == timer_id, TimerRun.status == "running").limit(1)) is not None
+
+
+def start_queued(now: datetime, instance: str, enabled: set[str]) -> int:
+    """Start run-now requests whose timer is not already running; return how many."""
+    queued = db.session.execute(
+        sa.select(TimerRun.id, TimerRun.scheduled_for, Timer)
+        .join(Timer, Timer.id == TimerRun.timer_id)
+        .where(TimerRun.status == "queued").order_by(TimerRun.queued_at, TimerRun.id)).all()
+    started = 0
+    for run_id, slot, timer in queued:
+        if timer.plugin not in enabled or _in_flight(timer.id) or workers.free_slots() <= 0:
+            continue
+        claimed = db.session.execute(
+            sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "queued")
+            .values(status="running", started_at=now, instance=instance[:200])).rowcount
+        db.session.commit()
+        if claimed:
+            _launch(run_id, timer, slot, now, instance)
+            started += 1
+    db.session.rollback()
+    return started
+
+
+def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, bool]:
+    """Claim every due slot (up to a batch); return (runs started, more left to do)."""
+    started = claims = 0
+    while claims < CLAIM_BATCH:
+        timer = db.session.scalar(for_update_skip_locked(
+            sa.select(Timer).where(Timer.next_run_at <= now, ~Timer.paused,
+                                   Timer.plugin.in_(enabled))
+            .order_by(Timer.next_run_at, Timer.id).limit(1)))
+        if timer is None:
+            break
+        if workers.free_slots() <= 0 and not _in_flight(timer.id):
+            db.session.rollback()
+            return started, False  # wait for a worker; BLOCKED_RECHECK brings us back
+        try:
+            started += _claim_slot(timer, now, instance)
+        except (ValueError, LookupError, TypeError, ArithmeticError) as exc:
+            _quarantine(timer.id, exc)  # a bad schedule pauses its timer, not the scheduler
+        claims += 1
+    db.session.rollback()
+    return started, claims >= CLAIM_BATCH
+
+
+def _claim_slot(timer: Timer, now: datetime, instance: str) -> int:
+    """Claim the timer's next slot (run, skip or catch up) and advance it; return runs started."""
+    schedule = Schedule.of(timer)
+    due = slot = timer.next_run_at
+    status, trigger, error = "running", "schedule", ""
+    if now - due > timedelta(seconds=timer.grace_seconds):
+        slot = max(schedule.latest_at_or_before(now) or due, due)
+        late = f"Due at {due:%Y-%m-%d %H:%M:%S} UTC; the scheduler was {now - due} late."
+        if timer.misfire == "skip":
+            status, error = "skipped", f"{late} Skipped (misfire policy: skip)."
+        else:
+            trigger = "catch_up"
+    if status == "running" and _in_flight(timer.id):
+        status, error = "skipped", "Skipped: the previous run was still running."
+    run_id = db.session.scalar(
+        insert_ignoring_conflicts(TimerRun, ["timer_id", "scheduled_for"])
+        .values(timer_id=timer.id, scheduled_for=slot, trigger=trigger, status=status,
+                started_at=now if status == "running" else None, error=error, result="",
+                instance=instance[:200], finished_at=None if status == "running" else now)
+        .returning(TimerRun.id))
+    db.session.execute(sa.update(Timer).where(Timer.id == timer.id, Timer.next_run_at == due)
+                       .values(next_run_at=schedule.next_after(slot)))
+    db.session.commit()
+    if run_id is None or status != "running":
+        return 0  # another leader claimed this slot, or it is recorded as skipped
+    _launch(run_id, timer, slot, now, instance)
+    return 1
+
+
+def _quarantine(timer_id: int, exc: Exception) -> None:
+    db.session.rollback()
+    log.exception("timer %s has a schedule that cannot be computed; pausing it", timer_id)
+    db.session.execute(sa.update(Timer).where(Timer.id == timer_id).values(
+        paused=True, paused_reason=f"Paused: its schedule cannot be computed ({exc})."[:500]))
+    db.session.commit()
+
+
+def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str) -> None:
+    app = current_app._get_current_object()
+    workers.start(f"run:{run_id}", app, partial(
+        workers.execute_run, run_id, timer.id, timer.qualified_action, dict(timer.params or {}),
+        slot, now, instance, float(timer.max_runtime_seconds), app))
+
+
+def start_hook_batches(now: datetime, instance: str) -> int:
+    """Start one worker per plugin with hook deliveries due; return how many started."""
+    app = current_app._get_current_object()
+    started = 0
+    for name in hooks.plugins_with_due_work(now):
+        key = f"hooks:{name}"
+        if workers.busy(key) or workers.free_slots() <= 0:
+            continue
+        ids = hooks.claim(name, now, instance)
+        if ids:
+            workers.start(key, app, partial(hooks.run_batch, name, ids, workers.clock(now)))
+            started += 1
+    return started
+
+
+def _startable_queued_run(enabled: set[str]) -> bool:
+    """Return whether a run-now request waits that is not behind a running run."""
+    running = aliased(TimerRun)
+    return db.session.scalar(
+        sa.select(TimerRun.id).join(Timer, Timer.id == TimerRun.timer_id)
+        .where(TimerRun.status == "queued", Timer.plugin.in_(enabled),
+               ~sa.select(running.id).where(running.timer_id == TimerRun.timer_id,
+                                            running.status == "running").exists())
+        .limit(1)) is not None
+
+
+def next_wake(now: datetime, enabled: set[str]) -> datetime:
+    """Return the earliest moment plugin work is due (at most IDLE away)."""
+    times = [now + IDLE]
+    first_slot = db.session.scalar(sa.select(sa.func.min(Timer.next_run_at)).where(
+        ~Timer.paused, Timer.plugin.in_(enabled)))
+    if _startable_queued_run(enabled):
+        times.append(now)
+    running = db.session.execute(
+        sa.select(TimerRun.started_at, Timer.max_runtime_seconds)
+        .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
+    times.extend(started + timedelta(seconds=limit) for started, limit in running)
+    db.session.rollback()
+    hook_time = hooks.next_due(now, enabled)
+    times.extend(t for t in (first_slot, hook_time) if t is not None)
+    # Publishing does not wake this leader: look again just after the next post is due,
+    # when its outbox event is there to hand to the hooks.
+    post_due = publish.next_due()
+    if post_due is not None and post_due + POST_SETTLE > now:
+        times.append(post_due + POST_SETTLE)
+    return min(times)

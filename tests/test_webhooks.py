@@ -1,0 +1,238 @@
+"""Webhook delivery to a real local HTTP receiver, retries, give-up, redelivery, SSRF guard."""
+
+import hashlib
+import hmac
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import sqlalchemy as sa
+
+from tests.cluster import wait_for
+from tests.conftest import make_app
+from tests.test_timer_views import post, sign_in
+from webapp.extensions import db
+from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
+from webapp.plugins import HookEvent, webhooks, workers
+from webapp.plugins.endpoints import WebhookError, create_webhook, redeliver
+from webapp.scheduling import publish, timers
+
+SECRET = "s3cret-for-the-receiver-only"
+T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
+
+
+class Receiver:
+    """A real HTTP server on 127.0.0.1 that answers with the statuses it is told to."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict, bytes]] = []
+        self.answers: list[int | float] = []  # a status, or a float: seconds to stall first
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append((dict(self.headers), body))
+                answer = receiver.answers.pop(0) if receiver.answers else 200
+                if isinstance(answer, float):
+                    time.sleep(answer)
+                    answer = 200
+                try:
+                    self.send_response(answer)
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender gave up waiting
+
+            def log_message(self, *args) -> None:  # noqa: ANN002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks/soloist?x=1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():  # noqa: ANN201
+    running = Receiver()
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def allowed_app(app, pg_url):  # noqa: ANN001, ANN201
+    """An app that may call 127.0.0.1, with short timeouts and fast retries."""
+    allowed = make_app(pg_url, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=0.5,
+                       WEBHOOK_RETRY_SECONDS=10, WEBHOOK_MAX_ATTEMPTS=3)
+    yield allowed
+    assert workers.drain(10)
+    with allowed.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def hook_app(allowed_app):  # noqa: ANN001, ANN201
+    """The allowed app, with its context pushed for the whole test."""
+    with allowed_app.app_context():
+        yield allowed_app
+
+
+def published_event(now: datetime = T0) -> HookEvent:
+    """Publish a post through the publish tick and return its outbox event."""
+    db.session.add(Post(title="Hello <world>", slug="hello", body="", status="scheduled",
+                        publish_at=now, created_at=now, updated_at=now))
+    db.session.commit()
+    publish.tick(now)
+    event = db.session.scalar(sa.select(OutboxEvent))
+    return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at)
+
+
+def at(moment: datetime):  # noqa: ANN201
+    return lambda: moment
+
+
+def only_delivery() -> WebhookDelivery:
+    db.session.rollback()
+    return db.session.scalar(sa.select(WebhookDelivery))
+
+
+def signature(body: bytes) -> str:
+    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+
+
+def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
+        hook_app, receiver):  # noqa: ANN001
+    create_webhook(receiver.url, ["post.published"], SECRET)
+    now = datetime.now(UTC)
+    event = published_event(now)
+    timers.tick(now, "web.1")  # fans the event out to the hooks, off any web request
+    wait_for(lambda: receiver.requests, 10, "the webhook to arrive")
+    assert workers.drain(10)
+    [(headers, body)] = receiver.requests
+    delivery = only_delivery()
+    assert delivery.status == "delivered" and delivery.response_status == 200
+    assert headers["X-Soloist-Event"] == "post.published"
+    assert headers["X-Soloist-Delivery"] == delivery.delivery_id
+    assert headers["X-Soloist-Signature"] == signature(body)
+    assert headers["Content-Type"] == "application/json"
+    sent = json.loads(body)
+    assert sent["event_id"] == event.id and sent["data"]["slug"] == "hello"
+    assert sent["delivery"] == delivery.delivery_id
+
+
+def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivered(
+        hook_app, receiver):  # noqa: ANN001
+    create_webhook(receiver.url, ["post.published", "post.unpublished"], SECRET)
+    webhooks.enqueue(published_event())
+    receiver.answers = [500, 500, 500]
+    webhooks.deliver_due(at(T0), budget=5)
+    assert (only_delivery().status, only_delivery().attempts) == ("pending", 1)
+    assert only_delivery().next_attempt_at == T0 + timedelta(seconds=10)
+    webhooks.deliver_due(at(T0 + timedelta(seconds=9)), budget=5)  # not due yet
+    assert len(receiver.requests) == 1
+    webhooks.deliver_due(at(T0 + timedelta(seconds=10)), budget=5)
+    assert only_delivery().next_attempt_at == T0 + timedelta(seconds=30)  # 10 s, then 20 s
+    webhooks.deliver_due(at(T0 + timedelta(seconds=30)), budget=5)
+    failed = only_delivery()
+    assert (failed.status, failed.attempts, failed.response_status) == ("failed", 3, 500)
+    assert "HTTP 500" in failed.last_error
+    webhooks.deliver_due(at(T0 + timedelta(hours=1)), budget=5)
+    assert len(receiver.requests) == 3  # given up: no more tries
+    redeliver(failed, now=T0 + timedelta(hours=1))
+    webhooks.deliver_due(at(T0 + timedelta(hours=1)), budget=5)
+    assert only_delivery().status == "delivered"
+    ids = {headers["X-Soloist-Delivery"] for headers, _ in receiver.requests}
+    bodies = {body for _, body in receiver.requests}
+    assert len(receiver.requests) == 4 and ids == {failed.delivery_id} and len(bodies) == 1
+    assert all(h["X-Soloist-Signature"] == signature(b) for h, b in receiver.requests)
+
+
+def test_a_receiver_that_does_not_answer_in_time_is_retried(hook_app, receiver):  # noqa: ANN001
+    create_webhook(receiver.url, ["post.published"], SECRET)
+    webhooks.enqueue(published_event())
+    receiver.answers = [2.0]  # stalls past the 0.5 s timeout, then answers the retry at once
+    started = time.monotonic()
+    webhooks.deliver_due(at(T0), budget=5)
+    assert time.monotonic() - started < 1.9
+    late = only_delivery()
+    assert (late.status, late.last_error) == ("pending", "No answer within 0.5 s.")
+    webhooks.deliver_due(at(T0 + timedelta(seconds=10)), budget=5)
+    assert only_delivery().status == "delivered"
+    assert len(receiver.requests) == 2
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:8080/hook", "http://10.1.2.3/hook", "http://169.254.169.254/latest/",
+    "http://[::1]/hook", "http://localhost:5000/hook", "http://[::ffff:127.0.0.1]/hook",
+    "http://192.168.0.10/", "http://172.16.5.4/", "http://0.0.0.0/", "http://[fe80::1]/",
+])
+def test_the_ssrf_guard_refuses_non_public_addresses_by_default(app, url: str):  # noqa: ANN001
+    with app.app_context(), pytest.raises(WebhookError) as refused:
+        create_webhook(url, ["post.published"], SECRET)
+    assert refused.value.field == "url" and "public addresses" in refused.value.errors["url"]
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(WebhookEndpoint.id))) == 0
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("ftp://93.184.215.14/", "http:// or https://"), ("javascript:alert(1)", "http://"),
+    ("http://user:pw@93.184.215.14/", "credentials"), ("", "Give the URL"),
+])
+def test_only_plain_http_urls_are_accepted(app, url: str, message: str):  # noqa: ANN001
+    with app.app_context(), pytest.raises(WebhookError) as refused:
+        create_webhook(url, ["post.published"], SECRET)
+    assert message in refused.value.errors["url"]
+
+
+def test_a_public_address_is_accepted_and_bad_events_or_secret_are_named(app):  # noqa: ANN001
+    with app.app_context():
+        with pytest.raises(WebhookError) as refused:
+            create_webhook("http://93.184.215.14/hook", ["post.deleted"], "short")
+        assert set(refused.value.errors) == {"events", "secret"}
+        endpoint = create_webhook("http://93.184.215.14/hook", ["post.published"], SECRET)
+        assert endpoint.url == "http://93.184.215.14/hook" and SECRET not in repr(endpoint)
+
+
+def test_an_endpoint_that_became_private_is_not_called(hook_app, app, receiver):  # noqa: ANN001
+    create_webhook(receiver.url, ["post.published"], SECRET)  # allowed by hook_app
+    webhooks.enqueue(published_event())
+    with app.app_context():  # an instance that does not allow private addresses
+        webhooks.deliver_due(at(T0), budget=5)
+        refused = only_delivery()
+    assert refused.status == "failed" and refused.last_error.startswith("Not sent:")
+    assert receiver.requests == []
+
+
+def test_admins_add_webhooks_from_the_page_and_never_see_the_secret_again(
+        allowed_app, receiver, caplog):  # noqa: ANN001
+    admin = sign_in(allowed_app, "admin")
+    page = admin.get("/admin/webhooks/").get_data(as_text=True)
+    assert 'name="secret"' in page  # a fresh random secret is offered
+    bad = post(admin, "/admin/webhooks/", {"url": "ftp://x", "events": "post.published",
+                                           "secret": SECRET})
+    assert bad.status_code == 422 and 'value="ftp://x"' in bad.get_data(as_text=True)
+    assert 'id="e-url"' in bad.get_data(as_text=True)
+    added = post(admin, "/admin/webhooks/", {"url": receiver.url, "events": "post.published",
+                                             "secret": SECRET})
+    assert added.status_code == 303
+    assert SECRET not in admin.get("/admin/webhooks/").get_data(as_text=True)
+    caplog.set_level(logging.DEBUG)
+    receiver.answers = [500]
+    with allowed_app.app_context():
+        webhooks.enqueue(published_event())
+        webhooks.deliver_due(at(T0), budget=5)
+        failing = only_delivery()
+    assert SECRET not in caplog.text and "sha256=" not in caplog.text
+    assert post(admin, f"/admin/webhooks/deliveries/{failing.id}/redeliver").status_code == 303
+    log = admin.get("/admin/webhooks/").get_data(as_text=True)
+    assert failing.delivery_id in log and SECRET not in log

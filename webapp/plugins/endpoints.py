@@ -1,0 +1,127 @@
+"""Webhook endpoints as admins manage them: create (validated), list, switch, delete, redeliver.
+
+The JSON API calls these too. The secret is stored because every body is signed
+with it, but nothing here returns it after creation and nothing logs it.
+"""
+
+import secrets
+from collections.abc import Iterable
+from datetime import datetime
+
+import sqlalchemy as sa
+from flask import current_app
+
+from ..extensions import db
+from ..models import Timer, WebhookDelivery, WebhookEndpoint, utcnow
+from .base import TOPIC_HOOKS, ValidationError
+from .net import UnsafeURL, resolve, split_url
+
+TOPICS = tuple(TOPIC_HOOKS)
+MIN_SECRET = 16
+MAX_SECRET = 200
+
+
+class WebhookError(ValidationError):
+    """A webhook setting Soloist refuses; .field names it (url, events or secret)."""
+
+
+def new_secret() -> str:
+    """Return a fresh random secret to offer in the form."""
+    return secrets.token_urlsafe(32)
+
+
+def check_url(url: str, allow_private: bool | None = None) -> str:
+    """Return url if it is http(s) and resolves only to allowed addresses; raise WebhookError."""
+    url = (url or "").strip()
+    if allow_private is None:
+        allow_private = current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)
+    if not url:
+        raise WebhookError({"url": "Give the URL to deliver to."})
+    if len(url) > 2000:
+        raise WebhookError({"url": "That URL is too long (2000 characters at most)."})
+    try:
+        split_url(url)
+        resolve(url, allow_private)
+    except UnsafeURL as exc:
+        raise WebhookError({"url": str(exc)}) from None
+    return url
+
+
+def _check_events(events: Iterable[str] | None) -> list[str]:
+    chosen = [e for e in TOPICS if e in set(events or ())]
+    unknown = sorted(set(events or ()) - set(TOPICS))
+    if unknown:
+        raise WebhookError({"events": f"Unknown event {unknown[0]}; events are "
+                                      f"{', '.join(TOPICS)}."})
+    if not chosen:
+        raise WebhookError({"events": "Pick at least one event."})
+    return chosen
+
+
+def _check_secret(secret: str | None) -> str:
+    secret = (secret or "").strip()
+    if not MIN_SECRET <= len(secret) <= MAX_SECRET:
+        raise WebhookError({"secret": f"Use a secret of {MIN_SECRET} to {MAX_SECRET} "
+                                      "characters (the form offers a random one)."})
+    return secret
+
+
+def create_webhook(url: str, events: Iterable[str], secret: str,
+                   description: str = "") -> WebhookEndpoint:
+    """Validate and store an endpoint; raise WebhookError naming the field."""
+    errors: dict[str, str] = {}
+    values: dict = {}
+    for name, check, raw in (("url", check_url, url), ("events", _check_events, events),
+                             ("secret", _check_secret, secret)):
+        try:
+            values[name] = check(raw)
+        except WebhookError as exc:
+            errors.update(exc.errors)
+    if len(description or "") > 200:
+        errors["description"] = "Keep the description under 200 characters."
+    if errors:
+        raise WebhookError(errors)
+    endpoint = WebhookEndpoint(description=(description or "").strip(), active=True, **values)
+    db.session.add(endpoint)
+    db.session.commit()
+    return endpoint
+
+
+def list_webhooks() -> list[WebhookEndpoint]:
+    """Return every endpoint, oldest first."""
+    return list(db.session.scalars(sa.select(WebhookEndpoint).order_by(WebhookEndpoint.id)))
+
+
+def set_active(endpoint: WebhookEndpoint, active: bool) -> None:
+    """Switch an endpoint on or off (off: new events are not queued for it)."""
+    endpoint.active = active
+    db.session.commit()
+
+
+def delete_webhook(endpoint: WebhookEndpoint) -> None:
+    """Delete an endpoint and its delivery log."""
+    db.session.delete(endpoint)
+    db.session.commit()
+
+
+def deliveries(limit: int = 100, endpoint_id: int | None = None) -> list[WebhookDelivery]:
+    """Return the latest deliveries, newest first."""
+    query = sa.select(WebhookDelivery).order_by(WebhookDelivery.id.desc()).limit(limit)
+    if endpoint_id is not None:
+        query = query.where(WebhookDelivery.endpoint_id == endpoint_id)
+    return list(db.session.scalars(query))
+
+
+def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
+    """Send a delivery again, same id and body, with a fresh retry budget."""
+    from .timers import queue_run_now
+
+    delivery.status = "pending"
+    delivery.attempts = 0
+    delivery.next_attempt_at = now or utcnow()
+    delivery.claimed_at = None
+    db.session.commit()
+    timer = db.session.scalar(sa.select(Timer).where(
+        Timer.plugin == "webhooks", Timer.default_key == "deliver"))
+    if timer is not None:
+        queue_run_now(timer)

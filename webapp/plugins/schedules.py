@@ -1,0 +1,186 @@
+"""Timer schedules: every N units, 5-field cron, once at; next runs in the timer's zone.
+
+Every N seconds, minutes or hours counts real elapsed time from the start. Every
+N days keeps the wall-clock time of the start in the timer's zone, so it stays
+at 09:00 across DST changes. Like cron (cronsim, Debian semantics), a wall time
+that does not exist on a spring-forward day runs at the first minute that does,
+and one that happens twice on a fall-back day runs once, the first time.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from cronsim import CronSim, CronSimError
+
+UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
+KINDS = ("every", "cron", "once")
+_MAX_STEPS = 10
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a timer is due; every answer is an aware UTC datetime."""
+
+    kind: str
+    timezone: str = "UTC"
+    every: int | None = None
+    unit: str | None = None
+    cron: str | None = None
+    run_at: datetime | None = None
+    start_at: datetime | None = None
+
+    @classmethod
+    def of(cls, timer) -> "Schedule":  # noqa: ANN001
+        """Return the schedule of a Timer row."""
+        return cls(timer.kind, timer.timezone, timer.every, timer.unit, timer.cron,
+                   timer.run_at, timer.start_at)
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def next_after(self, t: datetime) -> datetime | None:
+        """Return the first slot strictly after t (None when there is none)."""
+        if self.kind == "once":
+            return self.run_at if self.run_at > t else None
+        if self.kind == "cron":
+            return self._cron_after(t)
+        if self.unit == "days":
+            return self._day_after(t)
+        return self._elapsed_after(t)
+
+    def latest_at_or_before(self, t: datetime) -> datetime | None:
+        """Return the last slot at or before t (None when there is none)."""
+        if self.kind == "once":
+            return self.run_at if self.run_at <= t else None
+        if self.kind == "cron":
+            return self._cron_before(t)
+        if self.unit == "days":
+            return self._day_before(t)
+        return self._elapsed_before(t)
+
+    def upcoming(self, after: datetime, count: int) -> list[datetime]:
+        """Return up to count slots after the given time."""
+        slots: list[datetime] = []
+        current = self.next_after(after)
+        while current is not None and len(slots) < count:
+            slots.append(current)
+            current = self.next_after(current)
+        return slots
+
+    # every N seconds/minutes/hours: real elapsed time from start_at
+    def _period(self) -> timedelta:
+        return timedelta(seconds=self.every * UNITS[self.unit])
+
+    def _elapsed_after(self, t: datetime) -> datetime:
+        if t < self.start_at:
+            return self.start_at
+        return self.start_at + ((t - self.start_at) // self._period() + 1) * self._period()
+
+    def _elapsed_before(self, t: datetime) -> datetime | None:
+        if t < self.start_at:
+            return None
+        return self.start_at + ((t - self.start_at) // self._period()) * self._period()
+
+    # every N days: the start's wall-clock time in the timer's zone
+    def _day_slot(self, k: int) -> datetime:
+        local = self.start_at.astimezone(self.zone)
+        day = local.date() + timedelta(days=k * self.every)
+        return real_local(datetime.combine(day, local.time()), self.zone).astimezone(UTC)
+
+    def _day_index(self, t: datetime) -> int:
+        start_day: date = self.start_at.astimezone(self.zone).date()
+        return (t.astimezone(self.zone).date() - start_day).days // self.every
+
+    def _day_after(self, t: datetime) -> datetime:
+        k = max(0, self._day_index(t) - 1)
+        while self._day_slot(k) <= t:
+            k += 1
+        return self._day_slot(k)
+
+    def _day_before(self, t: datetime) -> datetime | None:
+        k = self._day_index(t) + 1
+        while k >= 0 and self._day_slot(k) > t:
+            k -= 1
+        return self._day_slot(k) if k >= 0 else None
+
+    # cron in the timer's zone (cronsim handles the DST edge cases like Debian cron)
+    def _cron_after(self, t: datetime) -> datetime | None:
+        it = CronSim(self.cron, t.astimezone(self.zone))
+        for _ in range(_MAX_STEPS):
+            found = _next(it)
+            if found is None or found > t:
+                return found
+        return None
+
+    def _cron_before(self, t: datetime) -> datetime | None:
+        start = t.replace(microsecond=0) + timedelta(seconds=1)
+        it = CronSim(self.cron, start.astimezone(self.zone), reverse=True)
+        for _ in range(_MAX_STEPS):
+            found = _next(it)
+            if found is None or found <= t:
+                return found
+        return None
+
+    def describe(self) -> str:
+        """Return the schedule in words."""
+        zone = self.timezone
+        if self.kind == "once":
+            return f"once at {format_local(self.run_at, zone)} ({zone})"
+        if self.kind == "cron":
+            return f"{explain_cron(self.cron)} ({zone})"
+        unit = self.unit[:-1] if self.every == 1 else self.unit
+        words = f"every {unit}" if self.every == 1 else f"every {self.every} {unit}"
+        if self.unit == "days":
+            at = self.start_at.astimezone(self.zone).strftime("%H:%M")
+            return f"{words} at {at} ({zone})"
+        return f"{words} from {format_local(self.start_at, zone)} ({zone})"
+
+
+def _next(it: CronSim) -> datetime | None:
+    try:
+        return next(it).astimezone(UTC)
+    except StopIteration:
+        return None
+
+
+def real_local(naive: datetime, zone: ZoneInfo) -> datetime:
+    """Attach zone to a wall time; a time skipped by DST moves to the first real minute."""
+    for _ in range(24 * 60):
+        aware = naive.replace(tzinfo=zone, fold=0)
+        if aware == aware.astimezone(UTC).astimezone(zone):  # same zone: compares wall times
+            return aware
+        naive += timedelta(minutes=1)
+    raise ValueError(f"no real time near {naive} in {zone}")
+
+
+def format_local(moment: datetime | None, zone: str) -> str:
+    """Return moment as 'YYYY-MM-DD HH:MM' in zone ('' for None)."""
+    if moment is None:
+        return ""
+    return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
+
+
+def explain_cron(expr: str) -> str:
+    """Return a cron expression in words, or the expression when it cannot be explained."""
+    try:
+        return CronSim(expr, datetime.now(UTC)).explain()
+    except (CronSimError, ValueError, KeyError, IndexError):
+        return f"cron {expr}"
+
+
+def check_cron(expr: str) -> str | None:
+    """Return why a 5-field cron expression is invalid, or None when it is fine."""
+    if len(expr.split()) != 5:
+        return "Give 5 fields: minute hour day-of-month month day-of-week (e.g. */15 * * * *)."
+    try:
+        it = CronSim(expr, datetime.now(UTC))
+        next(it)
+    except CronSimError as exc:
+        return f"Invalid cron expression: {exc}."
+    except StopIteration:
+        return "This cron expression never matches a date."
+    except (ValueError, KeyError, IndexError):
+        return "Invalid cron expression."
+    return None

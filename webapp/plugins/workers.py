@@ -1,0 +1,150 @@
+"""Worker threads for timer runs and hook batches, owned by the plugin tick.
+
+The tick claims work in the database, then hands it to a daemon thread here
+and returns at once; the thread records its own outcome with a conditional
+UPDATE (status still 'running'), so a run the tick has meanwhile marked timed
+out stays timed out. Python cannot kill a thread: a run past its maximum
+runtime is abandoned (recorded as timed out, no longer counted here) and left
+to finish on its own.
+"""
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from flask import Flask
+
+from ..extensions import db
+from ..models import Timer, TimerRun
+from ..scheduling.work import wake_scheduler
+from . import registry
+from .base import RunContext
+
+log = logging.getLogger("soloist.plugins.workers")
+
+MAX_WORKERS = 8  # timer runs and hook batches in flight per process
+
+_lock = threading.Lock()
+_threads: dict[str, threading.Thread] = {}
+_abandoned: list[threading.Thread] = []
+
+
+def busy(key: str) -> bool:
+    """Return whether the work called key is running in this process."""
+    with _lock:
+        thread = _threads.get(key)
+        return thread is not None and thread.is_alive()
+
+
+def free_slots() -> int:
+    """Return how many more workers this process may start now."""
+    with _lock:
+        for key in [k for k, t in _threads.items() if not t.is_alive()]:
+            del _threads[key]
+        return MAX_WORKERS - len(_threads)
+
+
+def start(key: str, app: Flask, target: Callable[[], None]) -> None:
+    """Run target in a daemon thread inside its own app context."""
+
+    def body() -> None:
+        with app.app_context():
+            try:
+                target()
+            except Exception:
+                log.exception("worker %s failed", key)
+            finally:
+                db.session.remove()
+
+    thread = threading.Thread(target=body, name=f"soloist-{key}", daemon=True)
+    with _lock:
+        _threads[key] = thread
+    thread.start()
+
+
+def abandon(key: str) -> None:
+    """Stop counting a worker (its run timed out); it finishes on its own."""
+    with _lock:
+        thread = _threads.pop(key, None)
+        if thread is not None:
+            _abandoned.append(thread)
+
+
+def drain(timeout: float) -> bool:
+    """Wait up to timeout for every worker, abandoned ones too; return whether all finished."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with _lock:
+            _abandoned[:] = [t for t in _abandoned if t.is_alive()]
+            alive = [t for t in [*_threads.values(), *_abandoned] if t.is_alive()]
+        if not alive:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        alive[0].join(min(0.05, max(0.0, deadline - time.monotonic())))
+
+
+def clock(start_at: datetime) -> Callable[[], datetime]:
+    """Return a clock that continues start_at (the tick's database time) in real time."""
+    origin = time.monotonic()
+    return lambda: start_at + timedelta(seconds=time.monotonic() - origin)
+
+
+def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
+                scheduled_for: datetime, started_at: datetime, instance: str,
+                max_runtime: float, app: Flask) -> None:
+    """Run one claimed timer run and record its outcome (called in a worker)."""
+    origin = time.monotonic()
+    status, result, error = "succeeded", "", ""
+    try:
+        found = registry.find_action(qualified)
+        if found is None:
+            raise LookupError(f"action {qualified} is not loaded")
+        ctx = RunContext(app, run_id, timer_id, scheduled_for, started_at, instance,
+                         origin + max_runtime)
+        result = str(found[1].func(ctx, **params) or "")
+    except Exception as exc:  # the action's failure is the run's result
+        db.session.rollback()
+        log.warning("timer run %s (%s) failed: %s", run_id, qualified, exc)
+        status = "failed"
+        error = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()[-3000:]}"
+    finish_run(run_id, timer_id, status, result, error, started_at,
+               time.monotonic() - origin)
+
+
+def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
+               started_at: datetime, duration: float) -> None:
+    """Record a run's outcome unless it was already settled (e.g. timed out)."""
+    done = db.session.execute(
+        sa.update(TimerRun)
+        .where(TimerRun.id == run_id, TimerRun.status == "running")
+        .values(status=status, result=result[:500], error=error, duration_seconds=duration,
+                finished_at=started_at + timedelta(seconds=duration))
+    ).rowcount
+    if done:
+        count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0])
+    wake_scheduler("plugins")  # a queued run may have been waiting for this one
+    db.session.commit()
+
+
+def count_outcome(timer_id: int, ok: bool, reason: str) -> None:
+    """Reset or count consecutive failures; pause the timer at its limit (no commit)."""
+    if ok:
+        db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
+                           .values(consecutive_failures=0))
+        return
+    db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
+                       .values(consecutive_failures=Timer.consecutive_failures + 1))
+    timer = db.session.get(Timer, timer_id)
+    if timer is None or timer.paused or not timer.max_failures:
+        return
+    if timer.consecutive_failures >= timer.max_failures:
+        timer.paused = True
+        timer.paused_reason = (f"Paused automatically after {timer.consecutive_failures} "
+                               f"failed runs in a row. Last error: {reason}")[:500]
+        log.warning("timer %s (%s) paused after %d failures", timer.id, timer.name,
+                    timer.consecutive_failures)

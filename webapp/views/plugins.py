@@ -1,0 +1,41 @@
+"""Plugins: what is loaded, what is broken and why, switching them on and off; the sitemap."""
+
+from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
+
+from ..plugins import registry, sitemap
+from ..security import role_required
+
+bp = Blueprint("plugins", __name__)
+
+
+@bp.get("/admin/plugins/")
+@role_required("editor")
+def index():
+    """List loaded plugins (actions, hooks, default timers) and broken ones with their error."""
+    off = registry.disabled_names()
+    loaded = sorted(registry.plugins().values(), key=lambda p: p.name)
+    return render_template("plugins/index.html", plugins=loaded, off=off,
+                           broken=sorted(registry.broken().values(), key=lambda b: b.name),
+                           source=registry.source)
+
+
+@bp.post("/admin/plugins/<name>/<any(enable, disable):change>")
+@role_required("admin")
+def switch(name: str, change: str):
+    """Switch a loaded plugin on or off."""
+    if name not in registry.plugins():
+        abort(404)
+    registry.set_enabled(name, change == "enable")
+    flash(f"Plugin {name} switched {'on' if change == 'enable' else 'off'}.", "success")
+    return redirect(url_for("plugins.index"), code=303)
+
+
+@bp.get("/sitemap.xml")
+def sitemap_xml():
+    """Serve the sitemap the sitemap plugin last stored (any instance can)."""
+    stored = sitemap.load()
+    if stored is None:
+        abort(404)
+    xml = render_template("plugins/sitemap.xml", entries=stored["entries"],
+                          root=request.url_root.rstrip("/"))
+    return Response(xml, mimetype="application/xml")

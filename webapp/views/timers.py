@@ -1,0 +1,192 @@
+"""Timers: list, detail with history, create, edit, run now, pause, resume, delete."""
+
+import json
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from ..extensions import db
+from ..models import Timer
+from ..plugins import registry
+from ..plugins import timers as domain
+from ..plugins.base import ValidationError
+from ..plugins.schedules import UNITS, Schedule, format_local
+from ..security import role_required
+
+bp = Blueprint("timers", __name__, url_prefix="/admin/timers")
+
+FIELDS = ("name", "action", "params", "kind", "every", "unit", "cron", "run_at", "start_at",
+          "timezone", "misfire", "grace_seconds", "max_runtime_seconds", "max_failures")
+
+
+def user_zone() -> str:
+    """Return the signed-in user's time zone (UTC if it is unknown)."""
+    zone = getattr(current_user, "timezone", "") or "UTC"
+    return zone if zone in domain.zones() else "UTC"
+
+
+@bp.app_template_filter("timer_local")
+def timer_local(moment: datetime | None, zone: str | None = None) -> str:
+    """Show moment in zone (the user's by default)."""
+    return format_local(moment, zone or user_zone()) if moment else "—"
+
+
+@bp.app_template_filter("timer_schedule")
+def timer_schedule(timer: Timer) -> str:
+    """Return a timer's schedule in words."""
+    try:
+        return Schedule.of(timer).describe()
+    except (ValueError, TypeError, KeyError):
+        return "invalid schedule"
+
+
+def _timer_or_404(timer_id: int) -> Timer:
+    timer = db.session.get(Timer, timer_id)
+    if timer is None:
+        abort(404)
+    return timer
+
+
+def _state(timer: Timer, enabled: set[str], loaded: set[str]) -> tuple[str, str]:
+    if timer.plugin not in loaded:
+        return "broken", f"Plugin {timer.plugin} is not loaded."
+    if timer.plugin not in enabled:
+        return "paused", f"Plugin {timer.plugin} is switched off."
+    if timer.paused:
+        return "paused", timer.paused_reason
+    if timer.next_run_at is None:
+        return "done", "Ran its only slot."
+    return "scheduled", ""
+
+
+@bp.get("/")
+@role_required("editor")
+def index():
+    """List timers: schedule in words, next run in the editor's zone, last result."""
+    enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
+    rows = [(t, run, _state(t, enabled, loaded)) for t, run in domain.list_timers()]
+    return render_template("timers/index.html", rows=rows, zone=user_zone())
+
+
+def _form_of(timer: Timer) -> dict:
+    def local(moment: datetime | None) -> str:
+        return moment.astimezone(ZoneInfo(timer.timezone)).strftime("%Y-%m-%dT%H:%M") if (
+            moment) else ""
+
+    return {"name": timer.name, "action": timer.qualified_action,
+            "params": json.dumps(timer.params or {}), "kind": timer.kind,
+            "every": timer.every or "", "unit": timer.unit or "minutes", "cron": timer.cron or "",
+            "run_at": local(timer.run_at), "start_at": local(timer.start_at),
+            "timezone": timer.timezone, "misfire": timer.misfire,
+            "grace_seconds": timer.grace_seconds,
+            "max_runtime_seconds": timer.max_runtime_seconds, "max_failures": timer.max_failures}
+
+
+def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: int = 200):  # noqa: ANN202
+    return render_template("timers/form.html", form=form, errors=errors, timer=timer,
+                           actions=registry.action_choices(), units=UNITS,
+                           misfire=domain.MISFIRE, zones=sorted(domain.zones())), status
+
+
+@bp.route("/new", methods=["GET", "POST"])
+@role_required("editor")
+def create():
+    """Show the new-timer form; create the timer on POST."""
+    if request.method == "GET":
+        form = {"kind": "every", "every": "", "unit": "minutes", "timezone": user_zone(),
+                "misfire": "run_once", "grace_seconds": 60, "max_runtime_seconds": 300,
+                "max_failures": 5, "params": "{}"}
+        return _render_form(form, {})
+    form = {name: request.form.get(name, "") for name in FIELDS}
+    try:
+        timer = domain.create_timer(form)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _render_form(form, exc.errors, status=422)
+    flash(f"Timer “{timer.name}” created.", "success")
+    return redirect(url_for("timers.detail", timer_id=timer.id), code=303)
+
+
+@bp.route("/<int:timer_id>/edit", methods=["GET", "POST"])
+@role_required("editor")
+def edit(timer_id: int):
+    """Show a timer's form; save the changes on POST."""
+    timer = _timer_or_404(timer_id)
+    if request.method == "GET":
+        return _render_form(_form_of(timer), {}, timer)
+    form = {name: request.form.get(name, "") for name in FIELDS}
+    try:
+        domain.update_timer(timer, form)
+    except ValidationError as exc:
+        db.session.rollback()
+        return _render_form(form, exc.errors, timer, 422)
+    flash("Timer saved; its next run follows the new schedule.", "success")
+    return redirect(url_for("timers.detail", timer_id=timer.id), code=303)
+
+
+@bp.get("/<int:timer_id>")
+@role_required("editor")
+def detail(timer_id: int):
+    """Show one timer, its next slots and its run history."""
+    timer = _timer_or_404(timer_id)
+    enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
+    upcoming = []
+    if timer.next_run_at is not None:
+        upcoming = [timer.next_run_at, *Schedule.of(timer).upcoming(timer.next_run_at, 4)]
+    return render_template("timers/detail.html", timer=timer, runs=domain.history(timer),
+                           state=_state(timer, enabled, loaded), upcoming=upcoming,
+                           zone=user_zone())
+
+
+@bp.get("/<int:timer_id>/runs")
+@role_required("editor")
+def runs(timer_id: int):
+    """Return the run history fragment (polled by the detail page)."""
+    timer = _timer_or_404(timer_id)
+    return render_template("timers/_runs.html", timer=timer, runs=domain.history(timer),
+                           zone=user_zone())
+
+
+@bp.post("/<int:timer_id>/run")
+@role_required("editor")
+def run_now(timer_id: int):
+    """Queue a run for the plugin leader."""
+    domain.queue_run_now(_timer_or_404(timer_id))
+    flash("Run queued; the plugin scheduler starts it in a moment.", "success")
+    return redirect(url_for("timers.detail", timer_id=timer_id), code=303)
+
+
+@bp.post("/<int:timer_id>/pause")
+@role_required("editor")
+def pause(timer_id: int):
+    """Pause a timer."""
+    domain.pause(_timer_or_404(timer_id), f"Paused by {current_user.email}.")
+    flash("Timer paused.", "success")
+    return redirect(request.form.get("back") == "index" and url_for("timers.index")
+                    or url_for("timers.detail", timer_id=timer_id), code=303)
+
+
+@bp.post("/<int:timer_id>/resume")
+@role_required("editor")
+def resume(timer_id: int):
+    """Resume a paused timer from its next slot."""
+    domain.resume(_timer_or_404(timer_id))
+    flash("Timer resumed.", "success")
+    return redirect(request.form.get("back") == "index" and url_for("timers.index")
+                    or url_for("timers.detail", timer_id=timer_id), code=303)
+
+
+@bp.post("/<int:timer_id>/delete")
+@role_required("editor")
+def delete(timer_id: int):
+    """Delete a timer (not a plugin's own)."""
+    timer = _timer_or_404(timer_id)
+    try:
+        domain.delete_timer(timer)
+    except ValidationError as exc:
+        flash(exc.errors["timer"], "error")
+        return redirect(url_for("timers.detail", timer_id=timer_id), code=303)
+    flash("Timer deleted.", "success")
+    return redirect(url_for("timers.index"), code=303)

@@ -1,0 +1,79 @@
+"""Webhooks (admins only): endpoints, the delivery log, and redelivery."""
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+
+from ..extensions import db
+from ..models import WebhookDelivery, WebhookEndpoint
+from ..plugins import endpoints as domain
+from ..security import role_required
+
+bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
+
+
+def _page(form: dict, errors: dict, status: int = 200):  # noqa: ANN202
+    hooks = domain.list_webhooks()
+    return render_template("webhooks/index.html", endpoints=hooks, form=form, errors=errors,
+                           deliveries=domain.deliveries(), topics=domain.TOPICS,
+                           urls={e.id: e.url for e in hooks}), status
+
+
+@bp.get("/")
+@role_required("admin")
+def index():
+    """List endpoints and recent deliveries, with a form offering a fresh secret."""
+    return _page({"url": "", "description": "", "events": list(domain.TOPICS),
+                  "secret": domain.new_secret()}, {})
+
+
+@bp.post("/")
+@role_required("admin")
+def create():
+    """Add an endpoint; its secret is not shown again."""
+    form = {"url": request.form.get("url", "").strip(),
+            "description": request.form.get("description", "").strip(),
+            "events": request.form.getlist("events"),
+            "secret": request.form.get("secret", "")}
+    try:
+        domain.create_webhook(form["url"], form["events"], form["secret"], form["description"])
+    except domain.WebhookError as exc:
+        db.session.rollback()
+        return _page(form, exc.errors, 422)
+    flash("Webhook added. Its secret is not shown again: keep the copy you made.", "success")
+    return redirect(url_for("webhooks.index"), code=303)
+
+
+def _endpoint_or_404(endpoint_id: int) -> WebhookEndpoint:
+    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
+    if endpoint is None:
+        abort(404)
+    return endpoint
+
+
+@bp.post("/<int:endpoint_id>/<any(enable, disable):change>")
+@role_required("admin")
+def switch(endpoint_id: int, change: str):
+    """Switch an endpoint on or off."""
+    domain.set_active(_endpoint_or_404(endpoint_id), change == "enable")
+    flash(f"Webhook switched {'on' if change == 'enable' else 'off'}.", "success")
+    return redirect(url_for("webhooks.index"), code=303)
+
+
+@bp.post("/<int:endpoint_id>/delete")
+@role_required("admin")
+def delete(endpoint_id: int):
+    """Delete an endpoint and its deliveries."""
+    domain.delete_webhook(_endpoint_or_404(endpoint_id))
+    flash("Webhook deleted.", "success")
+    return redirect(url_for("webhooks.index"), code=303)
+
+
+@bp.post("/deliveries/<int:delivery_id>/redeliver")
+@role_required("admin")
+def redeliver(delivery_id: int):
+    """Send a delivery again (same delivery id and body)."""
+    delivery = db.session.get(WebhookDelivery, delivery_id)
+    if delivery is None:
+        abort(404)
+    domain.redeliver(delivery)
+    flash("Redelivery queued.", "success")
+    return redirect(url_for("webhooks.index"), code=303)
