@@ -45,10 +45,11 @@ def configure_database(app: Flask) -> None:
         options.setdefault("pool_size", app.config["DB_POOL_SIZE"])
         options.setdefault("max_overflow", app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
-        options.setdefault(
-            "connect_args",
-            {"application_name": f"soloist-web:{app.config['INSTANCE_NAME']}:{os.getpid()}"[:63]},
-        )
+        options.setdefault("pool_timeout", 10)
+        options.setdefault("connect_args", {
+            "application_name": f"soloist-web:{app.config['INSTANCE_NAME']}:{os.getpid()}"[:63],
+            "connect_timeout": 5,
+        })
     else:
         options.setdefault("connect_args", {"timeout": 15})
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
@@ -82,11 +83,24 @@ NAV = [
 def register_blueprints(app: Flask) -> None:
     """Mount the web views, the error pages and the navigation."""
     from . import security
-    from .views import auth, dashboard, errors, site
+    from .views import (
+        api,
+        auth,
+        dashboard,
+        errors,
+        plugins,
+        posts,
+        site,
+        status,
+        timers,
+        users,
+        webhooks,
+    )
 
     security.init_app(app)
     errors.init_app(app)
-    for module in (site, auth, dashboard):
+    for module in (site, auth, dashboard, status, api, posts, users, timers, plugins,
+                   webhooks):
         app.register_blueprint(module.bp)
 
     @app.context_processor

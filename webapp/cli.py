@@ -8,12 +8,17 @@ from flask import Flask
 
 from .extensions import db
 from .models import User
+from .timezones import is_zone
 
 
 def init_app(app: Flask) -> None:
     """Register the commands on app."""
     app.cli.add_command(ensure_admin)
     app.cli.add_command(create_user)
+    from .leader_cli import COMMANDS as leader_commands  # leaders, create-token, revoke-tokens
+
+    for command in leader_commands:
+        app.cli.add_command(command)
 
 
 @click.command("ensure-admin")
@@ -25,7 +30,7 @@ def ensure_admin(email: str) -> None:
         click.echo("An admin user exists already.")
         return
     password = secrets.token_urlsafe(12)
-    user = User(email=email.lower(), role="admin", active=True)
+    user = User(email=email.lower(), role="admin", active=True, timezone="")  # browser's at sign-in
     user.set_password(password)
     db.session.add(user)
     db.session.commit()
@@ -37,16 +42,20 @@ def ensure_admin(email: str) -> None:
 @click.argument("email")
 @click.option("--role", type=click.Choice(User.ROLES), default="editor", show_default=True)
 @click.password_option("--password", prompt_required=False, default=None)
-def create_user(email: str, role: str, password: str | None) -> None:
+@click.option("--timezone", "zone", default="",
+              help="IANA zone, e.g. Europe/Paris (default: the browser's at first sign-in)")
+def create_user(email: str, role: str, password: str | None, zone: str) -> None:
     """Create a user (prompts for the password unless --password is given)."""
     email = email.strip().lower()
     if "@" not in email:
         raise click.BadParameter("not an email address", param_hint="EMAIL")
     if db.session.scalar(sa.select(User.id).where(User.email == email)) is not None:
         raise click.ClickException(f"a user with email {email} exists already")
+    if zone and not is_zone(zone):
+        raise click.BadParameter(f"unknown time zone {zone!r}", param_hint="--timezone")
     if not password:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    user = User(email=email, role=role, active=True)
+    user = User(email=email, role=role, active=True, timezone=zone)
     user.set_password(password)
     db.session.add(user)
     db.session.commit()

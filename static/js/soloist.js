@@ -1,18 +1,41 @@
 // Small progressive enhancements; every page works without them.
 (function () {
   "use strict";
-  // Offer the browser's time zone where a form has none yet.
-  document.addEventListener("DOMContentLoaded", function () {
+  // Offer the browser's time zone where a form has none yet (also in swapped-in fragments).
+  function defaultZones(root) {
     var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-    document.querySelectorAll("input[data-default-zone]").forEach(function (input) {
+    root.querySelectorAll("input[data-default-zone]").forEach(function (input) {
       if (!input.value && zone) { input.value = zone; }
     });
-    document.querySelectorAll("[data-confirm]").forEach(function (el) {
-      el.addEventListener("click", function (event) {
-        if (!window.confirm(el.getAttribute("data-confirm"))) { event.preventDefault(); }
-      });
-    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { defaultZones(document); });
+  document.addEventListener("htmx:load", function (event) { defaultZones(event.detail.elt); });
+  // Ask before a [data-confirm] button acts (delegated, so swapped-in buttons ask too).
+  document.addEventListener("click", function (event) {
+    var el = event.target.closest && event.target.closest("[data-confirm]");
+    if (el && !window.confirm(el.getAttribute("data-confirm"))) { event.preventDefault(); }
   });
+  // Keep "in 12 min" / "3 h ago" hints current (time[data-relative]; same wording as the server).
+  function span(seconds) {
+    var whole = Math.floor(seconds), hours, minutes;
+    if (whole < 1) { return null; }
+    if (whole < 60) { return whole + " s"; }
+    if (whole < 3600) { return Math.floor(whole / 60) + " min"; }
+    hours = Math.floor(whole / 3600); minutes = Math.floor(whole / 60) % 60;
+    if (hours < 10 && minutes) { return hours + " h " + minutes + " min"; }
+    if (hours < 48) { return hours + " h"; }
+    return Math.floor(hours / 24) + " days";
+  }
+  function relativeTimes() {
+    var now = Date.now();
+    document.querySelectorAll("time[data-relative]").forEach(function (el) {
+      var at = Date.parse(el.getAttribute("datetime")), seconds, text;
+      if (isNaN(at)) { return; }
+      seconds = (at - now) / 1000; text = span(Math.abs(seconds));
+      el.textContent = text === null ? "now" : (seconds > 0 ? "in " + text : text + " ago");
+    });
+  }
+  window.setInterval(relativeTimes, 1000);
   // Keep a polled fragment and say "connection lost" instead of blanking it.
   document.addEventListener("htmx:beforeSwap", function (event) {
     if (event.detail.xhr.status >= 400) { event.detail.shouldSwap = false; }
@@ -23,6 +46,7 @@
   }
   document.addEventListener("htmx:sendError", lost);
   document.addEventListener("htmx:responseError", lost);
+  document.addEventListener("htmx:timeout", lost);  // a hung server, not just a gone one
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.elt.closest("[data-live]");
     if (target) { target.classList.remove("lost"); }

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from ..extensions import db
 from ..models import OutboxEvent, Post
-from .keys import PUBLISH
+from .keys import PLUGINS, PUBLISH
 from .work import record_work, wake_scheduler
 
 BATCH_SIZE = 500
@@ -54,6 +54,8 @@ def publish_due(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> l
     """Publish up to limit scheduled posts whose publish_at has come; return their ids."""
     ids = _transition(now, "scheduled", "published", Post.publish_at, "post.published", limit,
                       instance)
+    if ids:
+        wake_scheduler(PLUGINS.name)  # the plugin leader's hooks (webhooks, sitemap) at once
     db.session.commit()
     return ids
 
@@ -62,6 +64,8 @@ def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = ""
     """Unpublish up to limit published posts whose unpublish_at has come; return their ids."""
     ids = _transition(now, "published", "unpublished", Post.unpublish_at, "post.unpublished",
                       limit, instance)
+    if ids:
+        wake_scheduler(PLUGINS.name)
     db.session.commit()
     return ids
 

@@ -19,6 +19,7 @@ from flask import Flask
 from ..budget import check_connection_budget
 from ..extensions import db
 from ..locks import HANDOVER_CHANNEL, WAKE_CHANNEL, LockUnavailable, lock_session
+from ..plugins import workers
 from . import publish, timers
 from .keys import KEYS, PLUGINS, PUBLISH
 from .leadership import RECONNECT_MIN, Leadership
@@ -29,6 +30,7 @@ log = logging.getLogger("soloist.scheduler")
 IDLE_RECHECK_PG = 10.0  # NOTIFY wakes us sooner; this only bounds a missed one
 IDLE_RECHECK_SQLITE = 0.5  # no NOTIFY in SQLite mode
 TICK_ERROR_RETRY = 5.0
+DRAIN_SECONDS = 10.0  # well inside gunicorn's graceful_timeout (25 s) minus the hand-over
 DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
 
 
@@ -100,6 +102,10 @@ class Scheduler:
             log.warning("could not hand over cleanly: %s", exc)
         finally:
             self.locks.close()
+        # Hand over first (fast), then let plugin runs in flight record their results.
+        if not workers.drain(DRAIN_SECONDS):
+            log.warning("plugin runs still in flight after %.0f s; the next leader will "
+                        "time them out", DRAIN_SECONDS)
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:

@@ -2,14 +2,20 @@
 
 from flask import Flask, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
+from sqlalchemy.exc import DataError
 from werkzeug.exceptions import HTTPException
+
+from ..extensions import db
 
 MESSAGES = {
     400: "The request could not be understood.",
+    401: "Sign in (or send a valid API token) to do this.",
     403: "Your role does not allow this.",
     404: "There is nothing here.",
     405: "That action is not allowed here.",
+    409: "That conflicts with a change made meanwhile.",
     413: "That is too large.",
+    422: "Some of what was sent is not valid.",
     429: "Too many requests; wait a little and try again.",
     500: "Something went wrong on our side. It has been logged.",
 }
@@ -40,6 +46,12 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):  # noqa: ANN202
         return render_error(error.code or 500, error.description if wants_json() else None)
+
+    @app.errorhandler(DataError)
+    def out_of_range(error: DataError):  # noqa: ANN202
+        # e.g. an id in the URL beyond the column's range: nothing can be there
+        db.session.rollback()
+        return render_error(404)
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):  # noqa: ANN202
