@@ -5,6 +5,8 @@ sanitised again with an allow-list, so neither a <script>, an onerror= nor a
 javascript: link survives, whatever the parser lets through.
 """
 
+from functools import lru_cache
+
 import nh3
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -32,5 +34,12 @@ _cleaner = nh3.Cleaner(
 
 def render(source: str | None) -> Markup:
     """Return the sanitised HTML for a Markdown source, ready to put in a template."""
-    html = _parser.render(source or "")
+    return _render(source or "")
+
+
+@lru_cache(maxsize=256)
+def _render(source: str) -> Markup:
+    # Keyed on the text itself, so an edit can never be served stale; this only
+    # saves re-rendering the same popular posts on every request.
+    html = _parser.render(source)
     return Markup(_cleaner.clean(html))  # noqa: S704  (sanitised by nh3 just above)

@@ -110,7 +110,7 @@ def parse_identity(application_name: str) -> tuple[str, int | None]:
     """Split soloist:<instance>:<pid> into instance and pid ("", None if not ours)."""
     prefix, _, rest = application_name.partition(":")
     instance, _, pid = rest.rpartition(":")
-    if prefix != "soloist" or not instance or not pid.isdigit():
+    if prefix != "soloist" or not instance or not (pid.isascii() and pid.isdigit()):
         return "", None
     return instance, int(pid)
 
@@ -122,16 +122,15 @@ def is_postgres() -> bool:
 
 def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:
     """Read the leadership of every key now, in a few cheap queries."""
-    try:
-        if is_postgres():
-            now = db.session.scalar(sa.text("SELECT now()"))
-            sessions, mode = _pg_sessions(), "postgresql"
-        else:
-            now, sessions, mode = datetime.now(UTC), _file_sessions(), "sqlite"
-        states = {s.key: s for s in db.session.scalars(sa.select(LeaderState))}
-        history = _history(history_size)
-    finally:
-        db.session.rollback()
+    # statement_timestamp(), not now(): correct even inside a longer transaction. No
+    # rollback here: it would expire the signed-in user and cost the page a reload.
+    if is_postgres():
+        now = db.session.scalar(sa.text("SELECT statement_timestamp()"))
+        sessions, mode = _pg_sessions(), "postgresql"
+    else:
+        now, sessions, mode = datetime.now(UTC), _file_sessions(), "sqlite"
+    states = {s.key: s for s in db.session.scalars(sa.select(LeaderState))}
+    history = _history(history_size)
     stale = current_app.config["LEADER_STALE_SECONDS"]
     keys = [_key_status(k, sessions, states.get(k.value), now, stale, mode)
             for k in KEYS.values()]
