@@ -41,6 +41,8 @@ def configure_database(app: Flask) -> None:
         app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
     uri = app.config["SQLALCHEMY_DATABASE_URI"]
     options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
+    # a logged database error must not carry its statement's values (webhook secrets, hashes)
+    options.setdefault("hide_parameters", True)
     if uri.startswith("postgresql"):
         options.setdefault("pool_size", app.config["DB_POOL_SIZE"])
         options.setdefault("max_overflow", app.config["DB_MAX_OVERFLOW"])

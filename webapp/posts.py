@@ -94,7 +94,7 @@ def check_fields(title: str, slug: str, body: str) -> PostFields:
                           f"{MAX_SLUG} characters, e.g. my-first-post.")
     size = len(body.encode())
     if size > MAX_BODY_BYTES:
-        errors["body"] = (f"The body is {size // 1000} kB; the limit is "
+        errors["body"] = (f"The body is {-(-size // 1000)} kB; the limit is "
                           f"{MAX_BODY_BYTES // 1000} kB. Shorten it or split the post.")
     if errors:
         raise PostError(errors)

@@ -41,6 +41,7 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("REMEMBER_COOKIE_SAMESITE", "Lax")
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # tied to the session instead
     app.session_interface = SessionInterface()
+    app.before_request(refuse_nul_characters)
     app.before_request(require_new_password)
     if app.config.get("TRUST_PROXY_HOPS"):
         hops = app.config["TRUST_PROXY_HOPS"]
@@ -103,6 +104,24 @@ def require_new_password():  # noqa: ANN201
 
 
 PASSWORD_CHANGE_ENDPOINTS = {"auth.settings", "auth.logout", "auth.login", "static"}
+
+NUL_REFUSED = ("Text with a NUL character (\\0) cannot be saved or searched for: remove it "
+               "and try again.")
+
+
+def refuse_nul_characters():  # noqa: ANN201
+    """Refuse a form or query with a NUL character, which PostgreSQL text cannot hold.
+
+    The JSON API checks its own bodies and names the field (views/api.py).
+    """
+    if request.path.startswith("/api/"):
+        return None
+    for values in (request.args, request.form):
+        if any("\x00" in value for _, value in values.items(multi=True)):
+            from .views.errors import render_error
+
+            return render_error(400, NUL_REFUSED)
+    return None
 
 
 def is_safe_next(target: str | None) -> bool:

@@ -12,6 +12,8 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
 
 DEFAULT_ZONE = "UTC"
+MIN_YEAR, MAX_YEAR = 1970, 9000  # far enough from datetime's limits for any zone's offset
+OUT_OF_RANGE = f"That date is out of range; pick a year between {MIN_YEAR} and {MAX_YEAR}."
 _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$")
 
 
@@ -54,8 +56,7 @@ def parse_local(text: str | None, zone_name: str | None) -> datetime:
         as_utc = first.astimezone(UTC)
         round_trip = as_utc.astimezone(zone).replace(tzinfo=None)
     except (OverflowError, ValueError):
-        raise TimeInputError("That date is out of range; pick a year between 1970 and 9000.")\
-            from None
+        raise TimeInputError(OUT_OF_RANGE) from None
     if round_trip != naive:
         raise TimeInputError(
             f"{_show(naive)} does not exist in {zone.key}: the clocks skip it when daylight "
@@ -75,8 +76,8 @@ def _parse_naive(text: str | None) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise TimeInputError(f"“{text}” is not a real date or time.") from None
-    if not 1970 <= value.year <= 9000:
-        raise TimeInputError("That date is out of range; pick a year between 1970 and 9000.")
+    if not MIN_YEAR <= value.year <= MAX_YEAR:
+        raise TimeInputError(OUT_OF_RANGE)
     return value
 
 
@@ -84,9 +85,26 @@ def _show(naive: datetime) -> str:
     return naive.strftime("%Y-%m-%d %H:%M:%S" if naive.second else "%Y-%m-%d %H:%M")
 
 
+def in_range(moment: datetime) -> datetime:
+    """Return an aware moment as UTC if its year is within range; raise TimeInputError if not.
+
+    A time near year 9999 (or 1) cannot be shown in every zone, so none is accepted.
+    """
+    try:
+        as_utc = moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise TimeInputError(OUT_OF_RANGE) from None
+    if not MIN_YEAR <= as_utc.year <= MAX_YEAR:
+        raise TimeInputError(OUT_OF_RANGE)
+    return as_utc
+
+
 def to_local(moment: datetime, zone_name: str | None) -> datetime:
-    """Return an aware UTC moment as an aware datetime in zone_name."""
-    return moment.astimezone(zone_or_default(zone_name))
+    """Return an aware UTC moment as an aware datetime in zone_name (UTC at the calendar's end)."""
+    try:
+        return moment.astimezone(zone_or_default(zone_name))
+    except OverflowError:  # a row stored before times were range-checked: show it in UTC
+        return moment.astimezone(UTC)
 
 
 def format_local(moment: datetime | None, zone_name: str | None) -> str:

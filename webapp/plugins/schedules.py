@@ -63,10 +63,15 @@ class Schedule:
     def upcoming(self, after: datetime, count: int) -> list[datetime]:
         """Return up to count slots after the given time."""
         slots: list[datetime] = []
-        current = self.next_after(after)
-        while current is not None and len(slots) < count:
+        current: datetime | None = after
+        while len(slots) < count:
+            try:
+                current = self.next_after(current)
+            except OverflowError:  # the calendar ends (year 9999) before the next slot
+                break
+            if current is None:
+                break
             slots.append(current)
-            current = self.next_after(current)
         return slots
 
     # every N seconds/minutes/hours: real elapsed time from start_at
@@ -159,7 +164,10 @@ def format_local(moment: datetime | None, zone: str) -> str:
     """Return moment as 'YYYY-MM-DD HH:MM' in zone ('' for None)."""
     if moment is None:
         return ""
-    return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
+    try:
+        return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
+    except OverflowError:  # stored before times were range-checked: past year 9999 there
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def explain_cron(expr: str) -> str:

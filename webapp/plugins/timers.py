@@ -7,7 +7,7 @@ and wakes the plugin leader when a timer may now be due sooner.
 import json
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, available_timezones
@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from ..extensions import db
 from ..models import Timer, TimerRun, utcnow
 from ..scheduling.work import wake_scheduler
+from ..timezones import TimeInputError, in_range
 from . import registry
 from .base import ValidationError
 from .schedules import KINDS, UNITS, Schedule, check_cron
@@ -26,6 +27,9 @@ log = logging.getLogger("soloist.plugins.timers")
 
 MISFIRE = {"run_once": "Run once to catch up", "skip": "Skip missed runs"}
 MAX_RUNTIME_LIMIT = 24 * 3600
+MAX_GRACE = 30 * 86400
+MAX_FAILURES_LIMIT = 1000
+MAX_PERIOD = timedelta(days=3660)  # every N units: at most about 10 years between runs
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +67,7 @@ def parse_moment(raw: str, zone: str) -> datetime:
     moment = datetime.fromisoformat(raw.replace(" ", "T", 1))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=ZoneInfo(zone))
-    return moment.astimezone(UTC)
+    return in_range(moment)  # TimeInputError (a ValueError) far from today
 
 
 def _moment(data: Mapping, name: str, zone: str | None, errors: dict) -> datetime | None:
@@ -72,9 +76,11 @@ def _moment(data: Mapping, name: str, zone: str | None, errors: dict) -> datetim
         return None
     try:
         return parse_moment(raw, zone or "UTC")
+    except TimeInputError as exc:
+        errors[name] = str(exc)
     except ValueError:
         errors[name] = "Give a date and time like 2026-03-29 09:00."
-        return None
+    return None
 
 
 def _params(data: Mapping, action, errors: dict) -> dict:  # noqa: ANN001
@@ -82,7 +88,7 @@ def _params(data: Mapping, action, errors: dict) -> dict:  # noqa: ANN001
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             errors["params"] = 'Parameters must be a JSON object, like {"limit": 100}.'
             return {}
     if not isinstance(raw, dict):
@@ -108,6 +114,9 @@ def _schedule(data: Mapping, zone: str | None, errors: dict) -> dict:
         values["unit"] = _text(data, "unit")
         if values["unit"] not in UNITS:
             errors["unit"] = "Pick seconds, minutes, hours or days."
+        elif "every" not in errors and (
+                values["every"] * UNITS[values["unit"]] > MAX_PERIOD.total_seconds()):
+            errors["every"] = f"The interval can be at most {MAX_PERIOD.days} days (10 years)."
         values["start_at"] = _moment(data, "start_at", zone, errors)
     elif kind == "cron":
         values["cron"] = " ".join(_text(data, "cron").split())
@@ -125,8 +134,10 @@ def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
     """Return a timer's column values from form or JSON data; raise ValidationError."""
     errors: dict[str, str] = {}
     name = _text(data, "name")
-    if not name or len(name) > 100:
-        errors["name"] = "Give the timer a name of at most 100 characters."
+    if not name:
+        errors["name"] = "Give the timer a name."
+    elif len(name) > 100:
+        errors["name"] = f"Keep the name to 100 characters (it has {len(name)})."
     zone = _text(data, "timezone") or "UTC"
     if zone not in zones():
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
@@ -141,10 +152,12 @@ def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
         errors["misfire"] = "Pick run once to catch up, or skip."
     values.update(
         misfire=misfire,
-        grace_seconds=_whole(data, "grace_seconds", 0, errors, "The grace window", 60),
+        grace_seconds=_whole(data, "grace_seconds", 0, errors, "The grace window", 60,
+                             MAX_GRACE),
         max_runtime_seconds=_whole(data, "max_runtime_seconds", 1, errors,
                                    "The maximum runtime", 300, MAX_RUNTIME_LIMIT),
-        max_failures=_whole(data, "max_failures", 0, errors, "The failure limit", 5),
+        max_failures=_whole(data, "max_failures", 0, errors, "The failure limit", 5,
+                            MAX_FAILURES_LIMIT),
     )
     if errors:
         raise ValidationError(errors)
@@ -177,6 +190,11 @@ def update_timer(timer: Timer, data: Mapping[str, Any], now: datetime | None = N
     """Validate data and change timer; the next run is recomputed from its new schedule."""
     now = now or utcnow()
     values = parse_timer(data)
+    if timer.default_key and (values["plugin"], values["action"]) != (timer.plugin, timer.action):
+        # the plugin finds its own timer by (plugin, default_key): moving it would orphan it
+        raise ValidationError({"action": f"This is the {timer.plugin} plugin's own timer, so its "
+                                         f"action stays {timer.qualified_action}; create a new "
+                                         "timer for another action."})
     if values["run_at"] != timer.run_at:
         _refuse_past_once(values, now)
     _apply(timer, values, now)

@@ -14,6 +14,7 @@ from flask import Blueprint, Response, g, jsonify, request
 from ..apitokens import user_for_token
 from ..extensions import csrf
 from ..status import leaders_json, snapshot
+from ..timezones import MAX_YEAR, MIN_YEAR, TimeInputError, in_range
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)
@@ -84,13 +85,44 @@ def json_body(allowed: set[str]) -> dict:
         data = json.loads(raw) if raw.strip() else None
     except ValueError as exc:
         raise ApiError(400, "Malformed JSON", f"The body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "Malformed JSON", "The body nests arrays or objects too deeply.") \
+            from None
     if not isinstance(data, dict):
         raise ApiError(400, "Malformed JSON", "The body must be a JSON object, e.g. "
                                               '{"title": "Hello"}.')
-    for name in data:
+    for name, value in data.items():
         if name not in allowed:
             raise invalid(name, f"unknown field; use {', '.join(sorted(allowed))}")
+        problem = unstorable(value)
+        if problem:
+            raise invalid(name, problem)
     return data
+
+
+def unstorable(value: object) -> str | None:
+    """Say why a JSON value holds text no database can store (NUL, lone surrogates), or None."""
+    todo = [value]  # a loop, not recursion: JSON may nest deeper than the stack
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str) and "\x00" in item:
+            return "must not contain NUL characters (\\u0000)"
+        elif isinstance(item, str) and not _encodable(item):
+            return "must be valid Unicode (it has an unpaired surrogate such as \\ud800)"
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def text_field(data: dict, name: str, required: bool = False, default: str = "") -> str:
@@ -119,7 +151,10 @@ def time_field(data: dict, name: str) -> datetime | None:
                             "2030-01-31T09:00:00+01:00") from None
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise invalid(name, "needs a UTC offset (Z or +01:00) so it means one moment")
-    return moment.astimezone(UTC)
+    try:
+        return in_range(moment)
+    except TimeInputError:
+        raise invalid(name, f"must be between the years {MIN_YEAR} and {MAX_YEAR}") from None
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -130,8 +165,9 @@ def iso(moment: datetime | None) -> str | None:
 def page_arg() -> int:
     """Return ?page= (1 when absent); 422 when it is not a positive whole number."""
     raw = request.args.get("page", "1")
-    if not raw.isdigit() or int(raw) < 1 or int(raw) > 1_000_000:
-        raise invalid("page", "must be a whole number from 1")
+    # isdigit() alone lets "²" through, which int() then refuses
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1_000_000:
+        raise invalid("page", "must be a whole number from 1 to 1000000")
     return int(raw)
 
 

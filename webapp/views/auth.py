@@ -29,7 +29,7 @@ def login():
     next_url = request.values.get("next", "")
     if current_user.is_authenticated:
         return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD: never a write
         return render_template("auth/login.html", email="", next=next_url)
     email = request.form.get("email", "").strip().lower()
     password = request.form.get("password", "")

@@ -1,8 +1,11 @@
 """Friendly error pages (JSON under /api); never a bare 500."""
 
+from contextlib import suppress
+
 from flask import Flask, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, SQLAlchemyError
+from werkzeug import routing
 from werkzeug.exceptions import HTTPException
 
 from ..extensions import db
@@ -35,8 +38,20 @@ def render_error(status: int, detail: str | None = None):  # noqa: ANN201
                            detail=detail), status
 
 
+class IntegerConverter(routing.IntegerConverter):
+    """Werkzeug's <int:…>, bounded by the largest id a column can hold: beyond it, a 404.
+
+    SQLite cannot even bind an int past 64 bits (an OverflowError, not a DataError).
+    """
+
+    def __init__(self, map, fixed_digits: int = 0, min: int | None = None,  # noqa: A002, ANN001
+                 max: int | None = 2**63 - 1, signed: bool = False) -> None:  # noqa: A002
+        super().__init__(map, fixed_digits, min, max, signed)
+
+
 def init_app(app: Flask) -> None:
-    """Register the error handlers."""
+    """Register the error handlers (and bound the ids in URLs, before any route exists)."""
+    app.url_map.converters["int"] = IntegerConverter
 
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError):  # noqa: ANN202
@@ -56,4 +71,7 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(Exception)
     def unexpected(error: Exception):  # noqa: ANN202
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        # the error page reads the signed-in user: a failed flush must not break it too
+        with suppress(SQLAlchemyError):
+            db.session.rollback()
         return render_error(500)

@@ -112,7 +112,7 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
 def edit(post_id: int):
     """Edit a post's text; a form opened before someone else's change is refused."""
     post = _post_or_404(post_id)
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD: never a write
         return _edit_page(post)
     form = {**_content_form(), "version": request.form.get("version", 0, type=int),
             "digest": request.form.get("digest", "")}

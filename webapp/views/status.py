@@ -88,7 +88,7 @@ def act(name: str, action: str) -> Response | str:
     key = find_key(name)
     if key is None or action not in ACTIONS:
         abort(404)
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD: never a write
         holder = current_holder(key)
         return render_template("status/confirm.html", key=key, action=action,
                                title=ACTIONS[action][0], explain=ACTIONS[action][1],

@@ -94,7 +94,7 @@ def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: i
 @role_required("editor")
 def create():
     """Show the new-timer form; create the timer on POST."""
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD: never a write
         form = {"kind": "every", "every": "", "unit": "minutes", "timezone": user_zone(),
                 "misfire": "run_once", "grace_seconds": 60, "max_runtime_seconds": 300,
                 "max_failures": 5, "params": "{}"}
@@ -114,7 +114,7 @@ def create():
 def edit(timer_id: int):
     """Show a timer's form; save the changes on POST."""
     timer = _timer_or_404(timer_id)
-    if request.method == "GET":
+    if request.method != "POST":  # GET or HEAD: never a write
         return _render_form(_form_of(timer), {}, timer)
     form = {name: request.form.get(name, "") for name in FIELDS}
     try:
