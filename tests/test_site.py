@@ -99,3 +99,14 @@ def test_a_post_published_by_another_process_shows_at_once_everywhere(app, pg_ur
     assert "Fresh" in text(there.get("/")) and "Fresh" in text(there.get("/feed.xml"))
     with other_worker.app_context():
         db.engine.dispose()
+
+
+def test_readers_get_no_session_cookie_so_public_pages_stay_cacheable(app):  # noqa: ANN001
+    add_published(app, 1)
+    client = app.test_client()
+    with app.app_context():
+        slug = db.session.scalar(sa.select(Post.slug))
+    for url in ("/", f"/posts/{slug}", "/feed.xml"):
+        response = client.get(url)
+        assert response.status_code == 200
+        assert "Set-Cookie" not in response.headers, url
