@@ -42,6 +42,7 @@ from tests.cluster import (  # noqa: E402
 __all__ = ["ADMIN_URL", "PLUGINS_KEY", "PUBLISH_KEY", "Bench", "SeedFleet", "pid_of", "wait_for"]
 
 KEYS = {PUBLISH_KEY, PLUGINS_KEY}
+START_LOAD = os.getloadavg()[0]
 SEED_WORKER = Path(__file__).resolve().parent / "seed_worker.py"
 
 STATE_SQL = """
@@ -79,6 +80,7 @@ class Bench:
         self.seeds: SeedFleet | None = None
         self.view: LockView | None = None
         self.stopped: set[int] = set()  # pids we SIGSTOPped and have not continued yet
+        self.expected = 0  # worker processes in the fleet
         self.log_dir = Path("/tmp")
 
     def __enter__(self) -> "Bench":
@@ -91,22 +93,44 @@ class Bench:
         return self
 
     def __exit__(self, exc_type: type | None, *_exc: object) -> None:
-        for pid in list(self.stopped):
-            self.cont(pid)
-        if self.seeds is not None:
-            self.seeds.stop()
-        self.stop_fleet()
-        if self.view is not None:
-            self.view.close()
-            self.view = None
-        if self.url:
-            drop_database(self.url)
-        if exc_type is None:
+        failed = False
+        for step in (self._continue_stopped, self._stop_seeds, self.stop_fleet,
+                     self._close_view, self._drop_database):
+            try:
+                step()
+            except Exception as exc:  # keep cleaning up; say what was left behind
+                failed = True
+                log(f"cleanup step {step.__name__} failed: {exc!r}")
+        if exc_type is None and not failed:
             shutil.rmtree(self.log_dir, ignore_errors=True)
         else:
             log(f"logs kept in {self.log_dir}")
 
+    def _continue_stopped(self) -> None:
+        for pid in list(self.stopped):
+            self.cont(pid)
+
+    def _stop_seeds(self) -> None:
+        if self.seeds is not None:
+            self.seeds.stop()
+
+    def _close_view(self) -> None:
+        if self.view is not None:
+            self.view.close()
+            self.view = None
+
+    def _drop_database(self) -> None:
+        if self.url:
+            drop_database(self.url)
+
     # --- the gunicorn fleet -------------------------------------------------------------
+
+    def disable_plugins(self, names: Iterable[str]) -> None:
+        """Switch plugins off the way an admin does (plugin_states), before the fleet starts."""
+        for name in names:
+            self.execute("INSERT INTO plugin_states (name, enabled, updated_at) "
+                         "VALUES (%s, false, now()) ON CONFLICT (name) DO UPDATE "
+                         "SET enabled = false, updated_at = now()", (name,))
 
     def start_fleet(self, instances: int, workers: int, timeout: float = 120,
                     **env: object) -> None:
@@ -307,6 +331,11 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def seed_label(procs: int, interval: float) -> str:
+    """Name the seed's configuration in a table."""
+    return f"seed ({procs} process{'es' if procs != 1 else ''}, each every {interval:g} s)"
+
+
 def secs(value: float) -> str:
     """Format seconds for a table."""
     return "–" if value is None or math.isnan(value) else f"{value:.3f} s"
@@ -342,7 +371,8 @@ def machine() -> str:
     with psycopg.connect(ADMIN_URL) as conn:
         version = conn.execute("SHOW server_version").fetchone()[0]
     return (f"{os.cpu_count()} CPUs, {platform.python_implementation()} "
-            f"{platform.python_version()}, PostgreSQL {version}")
+            f"{platform.python_version()}, PostgreSQL {version}; load average (1 min) "
+            f"{START_LOAD:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
 
 
 def report(title: str, sections: list[tuple[str, str]], notes: list[str]) -> None:
@@ -356,8 +386,10 @@ def report(title: str, sections: list[tuple[str, str]], notes: list[str]) -> Non
     sys.stdout.flush()
 
 
-def timed(fn: Callable[[], object]) -> tuple[object, float]:
-    """Return fn()'s value and how long it took in seconds."""
-    start = time.monotonic()
-    value = fn()
-    return value, time.monotonic() - start
+def run_main(main: Callable[[], None]) -> None:
+    """Run a benchmark's main(); on Ctrl-C or SIGTERM exit quietly once it has cleaned up."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        log("interrupted; everything the benchmark started has been stopped")
+        sys.exit(130)

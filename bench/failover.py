@@ -10,6 +10,7 @@ poller saw the change. Then the same fleet size runs the seed's loop (take the l
 release, every 10 s; bench/seed_worker.py) and loses its last ticker to SIGKILL.
 
     .venv/bin/python bench/failover.py [--trials 10] [--stop-trials 3] [--stale 10]
+        [--only kill,term,stop,seed] [--plugins-off sitemap,webhooks,housekeeping]
 """
 
 import argparse
@@ -25,7 +26,9 @@ from common import (
     percentile,
     pid_of,
     report,
+    run_main,
     secs,
+    seed_label,
     table,
     wait_for,
 )
@@ -70,10 +73,20 @@ def event_at(bench: Bench, after: int, kind: str, holder: str | None = None) -> 
     return None
 
 
+def wait_event(bench: Bench, after: int, kind: str, holder: str, timeout: float) -> float | None:
+    """Wait up to timeout for an event of kind by holder; return when it was, or None."""
+    try:
+        return wait_for(lambda: event_at(bench, after, kind, holder), timeout,
+                        f"a {kind!r} event", interval=0.05)
+    except AssertionError:
+        log(f"no {kind!r} event by {holder} within {timeout:g} s")
+        return None
+
+
 def signal_holder(bench: Bench, sig: int, canary: bool, timeout: float) -> dict:
     """Signal the publish key's holder and wait for a new leader; return times since t0."""
     settle(bench)
-    victim = bench.view.holder(PUBLISH_KEY)
+    victim = wait_for(lambda: bench.view.holder(PUBLISH_KEY), 30, "a publish leader")
     term0 = bench.state()[0]
     after = bench.last_event_id()
     pid = pid_of(victim)
@@ -106,7 +119,7 @@ def term_trial(bench: Bench, timeout: float) -> dict:
     """SIGTERM the holder worker: it finishes, unlocks, NOTIFYs; a standby takes over."""
     seen = signal_holder(bench, signal.SIGTERM, canary=False, timeout=timeout)
     out = times(seen)
-    released = event_at(bench, seen["after"], "released", seen["victim"])
+    released = wait_event(bench, seen["after"], "released", seen["victim"], 5)
     out["released"] = released - seen["t0"] if released else float("nan")
     return out
 
@@ -118,7 +131,9 @@ def stop_trial(bench: Bench, stale: float) -> dict:
     finally:
         t_cont = max((bench.cont(pid) for pid in list(bench.stopped)), default=time.time())
     out = times(seen)
-    evicted = event_at(bench, seen["after"], "evicted", seen["victim"])
+    # the evicting statement records its event after pg_terminate_backend has returned, so
+    # it may commit after the new leader's first tick
+    evicted = wait_event(bench, seen["after"], "evicted", seen["victim"], 10)
     out["evicted"] = evicted - seen["t0"] if evicted else float("nan")
     lost = wait_for(lambda: event_at(bench, seen["after"], "lost", seen["victim"]), 30,
                     "the thawed worker to record that it lost the key", interval=0.05)
@@ -188,15 +203,15 @@ def summary(results: dict, args: argparse.Namespace, stale: float) -> str:
     """The main table: every scenario, both approaches, and the ratio."""
     rows = []
     kill, term, stop, seed = (results.get(k) for k in ("kill", "term", "stop", "seed"))
-    procs = args.instances * args.workers
+    procs = args.seed_procs
     if kill:
         rows.append(stat_row("SIGKILL holder → another process holds the key", "Soloist",
                              [r["held"] for r in kill], None, ""))
         rows.append(stat_row("SIGKILL holder → new leader has ticked (a due post is live)",
                              "Soloist", [r["work"] for r in kill], 1.5, "p95 ≤ 1.5 s"))
     if seed:
-        rows.append(stat_row("SIGKILL last ticker → another process ticks", f"seed ({procs} "
-                             f"procs, every {args.seed_interval:g} s)",
+        rows.append(stat_row("SIGKILL last ticker → another process ticks",
+                             seed_label(procs, args.seed_interval),
                              [r["ticked"] for r in seed], None, ""))
     if kill and seed:
         rows.append(ratio_row([r["work"] for r in kill], [r["ticked"] for r in seed]))
@@ -224,8 +239,9 @@ def details(results: dict) -> str:
     rows = []
     if results.get("kill"):
         k = results["kill"]
-        rows.append(["SIGKILL", f"new leader holds {_med(k, 'held')}", "first heartbeat "
-                     f"{_med(k, 'beat')}, its tick's clock {_med(k, 'tick_clock')}",
+        rows.append(["SIGKILL", f"new leader holds {_med(k, 'held')}, first heartbeat "
+                     f"{_med(k, 'beat')}", f"its publish tick starts {_med(k, 'tick_clock')} "
+                     f"({_med(k, 'tick_clock', 'beat')} after that heartbeat)",
                      f"due post seen published {_med(k, 'work')}"])
     if results.get("term"):
         t = results["term"]
@@ -241,8 +257,8 @@ def details(results: dict) -> str:
     return table(["signal", "step 1 (median, since the signal)", "step 2", "step 3"], rows)
 
 
-def _med(results: list[dict], key: str) -> str:
-    return secs(percentile([r[key] for r in results], 50))
+def _med(results: list[dict], key: str, minus: str | None = None) -> str:
+    return secs(percentile([r[key] - (r[minus] if minus else 0) for r in results], 50))
 
 
 def raw(results: dict) -> list[str]:
@@ -258,6 +274,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--trials", type=int, default=10, help="SIGKILL and SIGTERM trials")
     parser.add_argument("--stop-trials", type=int, default=3, help="SIGSTOP trials")
     parser.add_argument("--seed-trials", type=int, default=None, help="default: --trials")
+    parser.add_argument("--plugins-off", default="",
+                        help="comma-separated plugins to switch off first, e.g. "
+                             "sitemap,webhooks,housekeeping (default: none, as shipped)")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers per instance")
     parser.add_argument("--stale", type=float, default=None,
@@ -265,9 +284,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=None,
                         help="FOLLOWER_POLL_SECONDS (default: the app's, 1)")
     parser.add_argument("--seed-interval", type=float, default=10.0)
+    parser.add_argument("--seed-procs", type=int, default=None,
+                        help="seed worker processes (default: instances x workers)")
     parser.add_argument("--only", default="kill,term,stop,seed",
                         help="comma-separated subset of kill,term,stop,seed")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.seed_procs = args.seed_procs or args.instances * args.workers
+    return args
 
 
 def run(bench: Bench, args: argparse.Namespace, results: dict) -> None:
@@ -275,6 +298,7 @@ def run(bench: Bench, args: argparse.Namespace, results: dict) -> None:
     stale = args.stale or 10.0
     if only & {"kill", "term", "stop"}:
         log(f"starting {args.instances} instances x {args.workers} workers")
+        bench.disable_plugins(filter(None, args.plugins_off.split(",")))
         bench.start_fleet(args.instances, args.workers, FOLLOWER_POLL_SECONDS=args.poll,
                           LEADER_STALE_SECONDS=args.stale)
         log(f"fleet ready; database clock offset {bench.clock_offset() * 1000:+.2f} ms")
@@ -286,7 +310,7 @@ def run(bench: Bench, args: argparse.Namespace, results: dict) -> None:
         results["stop"] = run_trials("SIGSTOP", args.stop_trials, lambda: stop_trial(bench, stale))
     bench.stop_fleet()  # the seed's workers must not compete with Soloist's leaders
     if "seed" in only:
-        results["seed"] = seed_trials(bench, args.instances * args.workers,
+        results["seed"] = seed_trials(bench, args.seed_procs,
                                       args.seed_trials or args.trials, args.seed_interval)
 
 
@@ -303,7 +327,8 @@ def main() -> None:
         if any(results.values()):
             settings = (f"{args.instances} instances × {args.workers} workers, "
                         f"FOLLOWER_POLL_SECONDS={args.poll or 1:g}, "
-                        f"LEADER_STALE_SECONDS={stale:g}")
+                        f"LEADER_STALE_SECONDS={stale:g}, plugins off: "
+                        f"{args.plugins_off or 'none'}")
             report(f"Failover ({settings})",
                    [("Summary", summary(results, args, stale)),
                     ("Where the time goes", details(results))],
@@ -317,4 +342,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -2,30 +2,48 @@
 
 Starts INSTANCES gunicorn instances x WORKERS workers on a fresh database, lets them settle,
 then watches SECONDS s of idleness from a connection to the admin database (so the watcher's
-own queries are not counted in the fleet's database):
+own queries are not counted in the fleet's database). Three counters:
 
-- per process: every backend's pg_stat_activity.query_start, sampled every ~5 ms; each new
-  value is one statement (exact for statements more than a sample apart, such as a
-  follower's polls; a lower bound for a leader's bursts of statements in one tick), and the
-  connections it holds, by application_name prefix: `soloist:` = the lock connection,
-  `soloist-web:` = the SQLAlchemy pool;
-- for the whole database: the pg_stat_database xact_commit + xact_rollback delta (every
-  autocommit statement on a lock connection is one transaction);
-- per statement text: pg_stat_statements, when the server preloads it.
+- requests per connection, counted: the server side of every TCP connection to PostgreSQL
+  keeps tcp_info.data_segs_in, the data segments the client sent (`ss -ti`, when PostgreSQL
+  runs on this host). libpq sends a statement in one write, so for small statements one
+  segment is one statement; matched to backends by pg_stat_activity.client_port;
+- statements per connection, sampled: every backend's pg_stat_activity.query_start, read
+  every ~5 ms; each new value is one statement (exact for statements more than a sample
+  apart, such as a follower's polls; a lower bound for a leader's bursts);
+- for the whole database: the pg_stat_database xact_commit + xact_rollback delta, and
+  pg_stat_statements per statement text when the server preloads it.
+
+Connections are attributed to processes by application_name: `soloist:<instance>:<pid>` is
+a lock connection, `soloist-web:<instance>:<pid>` a SQLAlchemy pool connection.
 
     .venv/bin/python bench/follower_cost.py [--seconds 30]
 """
 
 import argparse
+import re
+import shutil
+import subprocess
 import time
 from collections import defaultdict
 
 import psycopg
-from common import ADMIN_URL, PLUGINS_KEY, PUBLISH_KEY, Bench, log, report, table, wait_for
+from common import (
+    ADMIN_URL,
+    PLUGINS_KEY,
+    PUBLISH_KEY,
+    Bench,
+    log,
+    report,
+    run_main,
+    table,
+    wait_for,
+)
 
 SAMPLE_SQL = """
-SELECT pid, application_name, extract(epoch FROM query_start)::float8
-FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'
+SELECT pid, application_name, extract(epoch FROM query_start)::float8, backend_type,
+       client_port
+FROM pg_stat_activity WHERE datname = %s
 """
 
 XACTS_SQL = """
@@ -53,6 +71,9 @@ FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname 
 ORDER BY calls DESC LIMIT 12
 """
 
+SOCKET = re.compile(r"^\S.*\s\S+:(\d+)\s+\S+:(\d+)\s*$")  # recv-q send-q local peer
+SEGS_IN = re.compile(r"\bdata_segs_in:(\d+)")
+
 
 class Watch:
     """Samples pg_stat_activity for one database and counts statements per backend."""
@@ -62,12 +83,20 @@ class Watch:
         self.dbname = dbname
         self.starts: dict[int, set[float]] = defaultdict(set)  # backend pid -> query_starts
         self.names: dict[int, str] = {}  # backend pid -> application_name
+        self.ports: dict[int, int] = {}  # client port -> backend pid
         self.samples = 0
+        self.autovacuum: set[int] = set()  # autovacuum workers seen in the database
 
     def sample(self, since: float) -> None:
         """Record each backend's latest statement start, if it falls in the window."""
-        for pid, name, started in self.admin.execute(SAMPLE_SQL, (self.dbname,)).fetchall():
+        rows = self.admin.execute(SAMPLE_SQL, (self.dbname,)).fetchall()
+        for pid, name, started, kind, port in rows:
+            if kind != "client backend":
+                self.autovacuum.update([pid] if kind == "autovacuum worker" else [])
+                continue
             self.names[pid] = name
+            if port is not None:
+                self.ports[port] = pid
             if started is not None and started >= since:
                 self.starts[pid].add(started)
         self.samples += 1
@@ -81,22 +110,78 @@ class Watch:
         return dict(self.admin.execute(HOLDERS_SQL, (self.dbname,)).fetchall())
 
 
-def per_process(watch: Watch, seconds: float, roles: dict[str, str]) -> list[dict]:
+def server_port() -> int | None:
+    """Return PostgreSQL's port if it runs on this host and `ss` can read its sockets."""
+    info = psycopg.conninfo.conninfo_to_dict(ADMIN_URL)
+    local = info.get("host", "localhost") in ("localhost", "127.0.0.1", "::1")
+    return int(info.get("port") or 5432) if local and shutil.which("ss") else None
+
+
+def segments_in(port: int) -> dict[int, int]:
+    """Return {client port: data segments received} for every connection to the server."""
+    text = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{port} )"],
+                          capture_output=True, text=True, check=True).stdout
+    found, client = {}, None
+    for line in text.splitlines():
+        match = SOCKET.match(line)
+        if match:
+            client = int(match.group(2))
+            continue
+        segs = SEGS_IN.search(line)
+        if segs and client is not None:
+            found[client] = int(segs.group(1))
+            client = None
+    return found
+
+
+def watch_window(bench: Bench, admin: psycopg.Connection, seconds: float, pss: bool) -> dict:
+    """Close our own connection to the database, then count for `seconds`."""
+    dbname = bench.url.rsplit("/", 1)[1]
+    own = bench.query("SELECT pg_backend_pid()")[0][0]
+    reset = admin.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
+    if pss:
+        bench.execute("SELECT pg_stat_statements_reset()")
+    bench.view.close()
+    bench.view = None
+    wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                       (own,)).fetchall(), 10, "our own session to end")
+    port = server_port()
+    watch = Watch(admin, dbname)
+    roles_before = watch.holders()
+    segs0 = segments_in(port) if port else {}
+    x0, t0 = watch.xacts()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        watch.sample(t0)
+        time.sleep(0.005)
+    x1, t1 = watch.xacts()
+    segs1 = segments_in(port) if port else {}
+    watch.sample(t0)
+    return {"watch": watch, "xacts": x1 - x0, "seconds": t1 - t0, "roles": roles_before,
+            "stable": roles_before == watch.holders(), "reset": reset,
+            "segments": {c: n - segs0.get(c, 0) for c, n in segs1.items()} if port else None}
+
+
+def per_process(res: dict) -> list[dict]:
     """Group the watched backends by OS process (the pid in application_name)."""
+    watch, seconds, segments = res["watch"], res["seconds"], res["segments"]
+    by_backend = {pid: segments.get(port) for port, pid in watch.ports.items()} if segments \
+        else {}
+    roles = role_names(res["roles"])
     procs: dict[str, dict] = {}
     for backend, name in watch.names.items():
         if not name.startswith("soloist"):
             continue
         kind, instance, pid = name.split(":")
-        proc = procs.setdefault(pid, {"instance": instance, "pid": int(pid), "lock": 0,
-                                      "pool": 0, "lock_stmts": 0, "pool_stmts": 0})
+        proc = procs.setdefault(pid, {"instance": instance, "pid": int(pid),
+                                      "role": roles.get(pid, "follower")})
         field = "lock" if kind == "soloist" else "pool"
-        proc[field] += 1
-        proc[f"{field}_stmts"] += len(watch.starts.get(backend, ()))
-    for proc in procs.values():
-        proc["role"] = roles.get(str(proc["pid"]), "follower")
-        proc["lock_rate"] = proc["lock_stmts"] / seconds
-        proc["pool_rate"] = proc["pool_stmts"] / seconds
+        proc[field] = proc.get(field, 0) + 1
+        proc[f"{field}_sampled"] = (proc.get(f"{field}_sampled", 0)
+                                    + len(watch.starts.get(backend, ())) / seconds)
+        if segments is not None:
+            proc[f"{field}_counted"] = (proc.get(f"{field}_counted", 0)
+                                        + (by_backend.get(backend) or 0) / seconds)
     return sorted(procs.values(), key=lambda p: (p["instance"], p["pid"]))
 
 
@@ -127,68 +212,63 @@ def pss_table(url: str, dbname: str, since: float) -> str:
                  [[f"{calls / (now - since):.2f}", f"`{text}`"] for calls, text in rows])
 
 
-def watch_window(bench: Bench, admin: psycopg.Connection, seconds: float, pss: bool) -> dict:
-    """Close our own connection to the database, then sample for `seconds`."""
-    dbname = bench.url.rsplit("/", 1)[1]
-    own = bench.query("SELECT pg_backend_pid()")[0][0]
-    reset = admin.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()[0]
-    if pss:
-        bench.execute("SELECT pg_stat_statements_reset()")
-    bench.view.close()
-    bench.view = None
-    wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
-                                       (own,)).fetchall(), 10, "our own session to end")
-    watch = Watch(admin, dbname)
-    roles_before = watch.holders()
-    x0, t0 = watch.xacts()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        watch.sample(t0)
-        time.sleep(0.005)
-    x1, t1 = watch.xacts()
-    watch.sample(t0)
-    roles_after = watch.holders()
-    return {"watch": watch, "xacts": x1 - x0, "seconds": t1 - t0, "roles": roles_before,
-            "stable": roles_before == roles_after, "reset": reset}
+def total(p: dict, how: str) -> float:
+    """Lock + pool connection rate of one process, counted or sampled."""
+    return p.get(f"lock_{how}", 0) + p.get(f"pool_{how}", 0)
+
+
+def spread(values: list[float]) -> str:
+    """mean; min–max."""
+    return f"{sum(values) / len(values):.2f}; {min(values):.2f}–{max(values):.2f}"
 
 
 def summary(res: dict, procs: list[dict], poll: float) -> str:
     """The headline numbers against the targets."""
     followers = [p for p in procs if p["role"] == "follower"]
     leaders = [p for p in procs if p["role"] != "follower"]
-    seconds = res["seconds"]
-    follower_stmts = sum(p["lock_stmts"] + p["pool_stmts"] for p in followers)
-    f_rates = [p["lock_rate"] + p["pool_rate"] for p in followers]
-    l_rates = [p["lock_rate"] + p["pool_rate"] for p in leaders]
-    total_rate = res["xacts"] / seconds
-    leader_xacts = (res["xacts"] - follower_stmts) / seconds / max(len(leaders), 1)
-    most = 1.25 / poll  # one statement per poll; polls are jittered 0.8-1.2 x the interval
-    lock_conns = sorted({p["lock"] for p in procs})
-    rows = [
-        ["statements/s per follower (mean; min–max)",
-         f"{sum(f_rates) / len(f_rates):.2f}; {min(f_rates):.2f}–{max(f_rates):.2f}",
-         f"≤ 1 per poll (≈ {1 / poll:g}/s)", "yes" if max(f_rates) <= most else "**no**"],
-        ["statements/s per leader, sampled (lock + pool connection)",
-         ", ".join(f"{r:.2f}" for r in l_rates), "", ""],
-        ["transactions/s, whole database (pg_stat_database)", f"{total_rate:.2f}", "", ""],
-        ["transactions/s per leader (database total − followers' statements)",
-         f"{leader_xacts:.2f}", "", ""],
+    target = f"≤ 1 per poll (≈ {1 / poll:g}/s)"
+    each_most = 1.25 / poll  # one statement per poll; polls come every 0.8-1.2 x the interval
+    rows = []
+    if res["segments"] is not None:
+        counted = [total(p, "counted") for p in followers]
+        rows.append(["requests/s per follower, counted (mean; min–max)", spread(counted),
+                     target, _met(max(counted) <= each_most)])
+    sampled = [total(p, "sampled") for p in followers]
+    rows.append(["statements/s per follower, sampled (mean; min–max)", spread(sampled), target,
+                 _met(max(sampled) <= each_most)])
+    lock_conns = sorted({p.get("lock", 0) for p in procs})
+    rows += [
         ["lock connections per process", " / ".join(str(c) for c in lock_conns), "exactly 1",
-         "yes" if lock_conns == [1] else "**no**"],
+         _met(lock_conns == [1])],
         ["pool connections per follower / per leader",
-         f"{max((p['pool'] for p in followers), default=0)} / "
-         f"{', '.join(str(p['pool']) for p in leaders)}", "", ""],
+         f"{max((p.get('pool', 0) for p in followers), default=0)} / "
+         + ", ".join(str(p.get("pool", 0)) for p in leaders), "", ""],
     ]
+    if res["segments"] is not None:
+        rows.append(["requests/s per leader, counted (lock + pool connections)",
+                     ", ".join(f"{total(p, 'counted'):.2f}" for p in leaders), "", ""])
+    rows.append(["transactions/s, whole database, all processes",
+                 f"{res['xacts'] / res['seconds']:.2f}", "", ""])
     return table(["measure", "value", "target", "met"], rows)
 
 
-def process_table(procs: list[dict]) -> str:
+def _met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def process_table(procs: list[dict], counted: bool) -> str:
     """One row per worker process."""
-    return table(
-        ["instance", "pid", "role", "lock conns", "pool conns", "lock-conn statements/s",
-         "pool-conn statements/s (sampled)"],
-        [[p["instance"], p["pid"], p["role"], p["lock"], p["pool"], f"{p['lock_rate']:.2f}",
-          f"{p['pool_rate']:.2f}"] for p in procs])
+    headers = ["instance", "pid", "role", "lock conns", "pool conns"]
+    if counted:
+        headers += ["lock-conn requests/s (counted)", "pool-conn requests/s (counted)"]
+    headers += ["lock-conn statements/s (sampled)", "pool-conn statements/s (sampled)"]
+    rows = []
+    for p in procs:
+        row = [p["instance"], p["pid"], p["role"], p.get("lock", 0), p.get("pool", 0)]
+        hows = ("counted", "sampled") if counted else ("sampled",)
+        row += [f"{p.get(f'{conn}_{how}', 0):.2f}" for how in hows for conn in ("lock", "pool")]
+        rows.append(row)
+    return table(headers, rows)
 
 
 def parse_args() -> argparse.Namespace:
@@ -215,21 +295,30 @@ def run(bench: Bench, args: argparse.Namespace, out: dict) -> None:
                  == (expected, True), args.settle + 60, "the fleet to settle", interval=0.1)
         log(f"fleet settled; watching {args.seconds:g} s of idleness")
         res = watch_window(bench, admin, args.seconds, pss)
-    procs = per_process(res["watch"], res["seconds"], role_names(res["roles"]))
+    procs = per_process(res)
     out["sections"] = [("Summary", summary(res, procs, args.poll or 1.0)),
-                       ("Per process", process_table(procs))]
+                       ("Per process", process_table(procs, res["segments"] is not None))]
     if pss:
-        out["sections"].append(("pg_stat_statements (whole database, from just before "
-                                 "the window until now)",
-                                 pss_table(bench.url, dbname, res["reset"])))
-    out["notes"] = [
-        f"Window {res['seconds']:.1f} s, {res['watch'].samples} samples of pg_stat_activity "
-        f"(every {res['seconds'] / max(res['watch'].samples, 1) * 1000:.1f} ms on average).",
-        "Leadership " + ("did not change" if res["stable"] else "**changed**")
-        + " during the window.",
-        "pg_stat_statements: " + ("used" if pss else "not preloaded by this server "
-                                  "(shared_preload_libraries), so per-statement counts come "
-                                  "from sampling and the database's transaction counter"),
+        out["sections"].append(("pg_stat_statements (whole database, from the window's start)",
+                                pss_table(bench.url, dbname, res["reset"])))
+    out["notes"] = notes(res, pss)
+
+
+def notes(res: dict, pss: bool) -> list[str]:
+    """How the numbers were taken."""
+    return [
+        f"Window {res['seconds']:.1f} s; {res['watch'].samples} samples of pg_stat_activity "
+        f"(every {res['seconds'] / max(res['watch'].samples, 1) * 1000:.1f} ms on average); "
+        "leadership " + ("did not change" if res["stable"] else "**changed**")
+        + f"; autovacuum workers seen in the database: {len(res['watch'].autovacuum)}.",
+        "counted = TCP data segments the process sent on that connection (server-side "
+        "tcp_info.data_segs_in via `ss`): one per statement for small statements; "
+        + ("available." if res["segments"] is not None else
+           "**not available** (PostgreSQL is not on this host, or `ss` is missing)."),
+        "sampled = distinct pg_stat_activity.query_start values seen: exact for statements "
+        "further apart than a sample, a lower bound for bursts.",
+        "pg_stat_statements: " + ("used." if pss else "not preloaded by this server "
+                                  "(shared_preload_libraries)."),
     ]
 
 
@@ -246,4 +335,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

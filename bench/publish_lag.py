@@ -10,12 +10,13 @@ same number of plain processes publishes SEED_POSTS posts spread the same way. E
 must have exactly one 'post.published' outbox row.
 
     .venv/bin/python bench/publish_lag.py [--posts 500] [--burst 10000] [--seed-posts 100]
+        [--plugins-off sitemap,webhooks,housekeeping]
 """
 
 import argparse
 import time
 
-from common import Bench, SeedFleet, log, ms, percentile, report, secs, table
+from common import Bench, SeedFleet, log, ms, percentile, report, run_main, secs, seed_label, table
 
 EXACTLY_ONCE_SQL = """
 SELECT count(*), count(*) FILTER (WHERE status = 'published'),
@@ -123,9 +124,9 @@ def lag_row(label: str, approach: str, values: list[float], target: float | None
 def summary(results: dict, args: argparse.Namespace) -> str:
     """Lag percentiles for every run, both approaches."""
     rows = []
-    procs = args.instances * args.workers
+    procs = args.seed_procs
     for key, approach, target in (("lag", "Soloist", 200.0),
-                                  ("seed", f"seed ({procs} procs, every {args.seed_interval:g} s)",
+                                  ("seed", seed_label(procs, args.seed_interval),
                                    None)):
         if key in results:
             r = results[key]
@@ -180,13 +181,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--burst-lead", type=float, default=3.0)
     parser.add_argument("--seed-posts", type=int, default=100, help="0 to skip")
     parser.add_argument("--seed-interval", type=float, default=10.0)
+    parser.add_argument("--seed-procs", type=int, default=None,
+                        help="seed worker processes (default: instances x workers)")
+    parser.add_argument("--plugins-off", default="",
+                        help="comma-separated plugins to switch off first, e.g. "
+                             "sitemap,webhooks,housekeeping (default: none, as shipped)")
     parser.add_argument("--instances", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.seed_procs = args.seed_procs or args.instances * args.workers
+    return args
 
 
 def run(bench: Bench, args: argparse.Namespace, results: dict) -> None:
     log(f"starting {args.instances} instances x {args.workers} workers")
+    bench.disable_plugins(filter(None, args.plugins_off.split(",")))
     bench.start_fleet(args.instances, args.workers)
     log(f"fleet ready; database clock offset {bench.clock_offset() * 1000:+.2f} ms")
     events = bench.last_event_id()
@@ -199,8 +208,8 @@ def run(bench: Bench, args: argparse.Namespace, results: dict) -> None:
     bench.stop_fleet()  # the seed's workers must not compete with Soloist's leaders
     if args.seed_posts:
         fleet = SeedFleet(bench, args.seed_interval, publish=True)
-        log(f"seed: starting {args.instances * args.workers} seed workers")
-        fleet.start(args.instances * args.workers)
+        log(f"seed: starting {args.seed_procs} seed workers")
+        fleet.start(args.seed_procs)
         results["seed"] = spread_run(bench, "seed", args.seed_posts, args.lead, args.spread,
                                      args.seed_interval + 30, check=fleet.check_alive)
         fleet.stop()
@@ -221,7 +230,7 @@ def main() -> None:
         if sections:
             sections.append(("Exactly once", exactly_once(results)))
             report(f"Publish lag ({args.instances} instances × {args.workers} workers, "
-                   "default settings)", sections,
+                   f"default settings, plugins off: {args.plugins_off or 'none'})", sections,
                    ["published_at is the publish leader's tick clock (database now() just "
                     "before the UPDATE); 'seen published' is when a 10 ms poller first saw "
                     "the committed row. Percentiles are nearest-rank.",
@@ -230,4 +239,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

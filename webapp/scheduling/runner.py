@@ -30,6 +30,7 @@ log = logging.getLogger("soloist.scheduler")
 IDLE_RECHECK_PG = 10.0  # NOTIFY wakes us sooner; this only bounds a missed one
 IDLE_RECHECK_SQLITE = 0.5  # no NOTIFY in SQLite mode
 TICK_ERROR_RETRY = 5.0
+MAX_DEFER = 2.0  # longest a publish backlog keeps the other keys' ticks waiting
 DRAIN_SECONDS = 10.0  # well inside gunicorn's graceful_timeout (25 s) minus the hand-over
 DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
 
@@ -52,6 +53,7 @@ class Scheduler:
         self.due: dict[int, float] = {}
         self.next_poll = 0.0
         self.next_heartbeat = 0.0
+        self.deferred_since: float | None = None
         self.last_loop = time.monotonic()
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
@@ -151,13 +153,29 @@ class Scheduler:
         if not self.leadership.held:
             return
         now = time.monotonic()
-        due = [k for k in self.leadership.held if self.due.get(k, 0) <= now]
+        due = sorted((k for k in self.leadership.held if self.due.get(k, 0) <= now),
+                     key=lambda k: k != PUBLISH.value)  # publishing first
         if not due and now >= self.next_heartbeat:
             self._verify()
         for key in due:
             self._verify()  # re-verify before each unit of work
             if key in self.leadership.held and not self._stopping.is_set():
                 self._tick(key)
+            if self._keep_publishing(key, others=len(due) > 1):
+                break
+
+    def _keep_publishing(self, key: int, others: bool) -> bool:
+        """Return whether to go on with a publish backlog before the other keys' ticks.
+
+        A burst of due posts is published batch after batch; other keys wait, but never
+        longer than MAX_DEFER seconds.
+        """
+        now = time.monotonic()
+        if key != PUBLISH.value or self.due.get(key, now + 1) > now or not others:
+            self.deferred_since = None
+            return False
+        self.deferred_since = self.deferred_since or now
+        return now - self.deferred_since < MAX_DEFER
 
     def _verify(self) -> None:
         still = self.leadership.verify()
