@@ -7,6 +7,8 @@ heartbeat (leader_state) and the recent leadership changes (leader_events). In
 SQLite mode the same shape comes from the lock files of the one host.
 """
 
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
@@ -118,6 +120,29 @@ def parse_identity(application_name: str) -> tuple[str, int | None]:
 def is_postgres() -> bool:
     """Return whether the app runs on PostgreSQL (else the single-host SQLite mode)."""
     return db.engine.dialect.name == "postgresql"
+
+
+SHARED_SECONDS = 1.0
+_shared_lock = threading.Lock()
+
+
+def shared_snapshot(max_age: float = SHARED_SECONDS) -> Snapshot:
+    """Return a full snapshot at most max_age seconds old, shared by this process's pollers.
+
+    Every open status page asks for the same picture every 2 s; reading pg_locks once
+    a second per worker instead of once per poll keeps the page cheap with many
+    viewers. It is still the database's picture (never a worker's own memory), and
+    the page shows its "as of" time. Ops actions always read afresh.
+    """
+    cache = current_app.extensions.setdefault("soloist_status_snapshot", {})
+    with _shared_lock:
+        found = cache.get("snap")
+        if found and time.monotonic() - found[0] < max_age:
+            return found[1]
+    snap = snapshot()
+    with _shared_lock:
+        cache["snap"] = (time.monotonic(), snap)
+    return snap
 
 
 def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:

@@ -17,7 +17,7 @@ from flask_login import current_user
 
 from ..leader_ops import OpsError, current_holder, evict, request_step_down
 from ..security import role_required
-from ..status import find_key, snapshot
+from ..status import find_key, shared_snapshot, snapshot
 from ..timezones import zone_or_default
 
 bp = Blueprint("status", __name__, url_prefix="/status")
@@ -78,7 +78,7 @@ def live():
         response = make_response("Sign in again to see the status.", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=url_for("status.index"))
         return response
-    return render_template("status/_live.html", snap=snapshot())
+    return render_template("status/_live.html", snap=shared_snapshot())
 
 
 @bp.route("/<name>/<action>", methods=["GET", "POST"])
