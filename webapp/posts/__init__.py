@@ -9,17 +9,16 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import defer
 
-from .extensions import db
-from .models import OutboxEvent, Post
-from .scheduling import publish
-from .scheduling.keys import PLUGINS, PUBLISH
-from .scheduling.work import database_now, wake_scheduler
+from ..extensions import db
+from ..models import OutboxEvent, Post
+from ..scheduling import publish
+from ..scheduling.keys import PLUGINS, PUBLISH
+from ..scheduling.work import database_now, wake_scheduler
 
 MAX_TITLE = 200
 MAX_SLUG = 200
@@ -280,108 +279,19 @@ def unpublish_post(post_id: int, instance: str = "") -> None:
     db.session.commit()
 
 
-# Reading ------------------------------------------------------------------------------
+# The reading side lives in queries.py; import it from here like the rest.
+from .queries import (  # noqa: E402
+    COUNT_CAP,
+    PostPage,
+    api_page,
+    late,
+    list_posts,
+    published_by_slug,
+    published_page,
+    recently_published,
+    status_counts,
+    upcoming,
+)
 
-
-def _like(text: str) -> str:
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-@dataclass
-class PostPage:
-    """One page of the editors' post list, newest first, with keyset cursors."""
-
-    posts: list[Post]
-    older: int | None  # pass as before= for the next page
-    newer: int | None  # pass as after= for the previous page
-
-
-def list_posts(status: str | None, query: str, before: int | None, after: int | None,
-               size: int = 25) -> PostPage:
-    """Return a page of posts (bodies not loaded) filtered by status and title text."""
-    stmt = sa.select(Post).options(defer(Post.body))
-    if status:
-        stmt = stmt.where(Post.status == status)
-    if query:
-        stmt = stmt.where(Post.title.ilike(_like(query), escape="\\"))
-    if after is not None and before is None:
-        rows = list(db.session.scalars(stmt.where(Post.id > after)
-                                       .order_by(Post.id.asc()).limit(size + 1)))
-        more_newer, rows = len(rows) > size, rows[:size][::-1]
-        return PostPage(rows, rows[-1].id if rows else None,
-                        rows[0].id if rows and more_newer else None)
-    if before is not None:
-        stmt = stmt.where(Post.id < before)
-    rows = list(db.session.scalars(stmt.order_by(Post.id.desc()).limit(size + 1)))
-    more_older, rows = len(rows) > size, rows[:size]
-    return PostPage(rows, rows[-1].id if rows and more_older else None,
-                    rows[0].id if rows and before is not None else None)
-
-
-COUNT_CAP = 10_000
-
-
-def status_counts(cap: int = COUNT_CAP) -> dict[str, int]:
-    """Return how many posts have each status, counting no further than cap + 1 each.
-
-    A capped count reads at most cap + 1 index entries per status, so the filter tabs
-    cost the same at 100,000 posts as at 10,000 (shown as "10000+").
-    """
-    capped = [
-        sa.select(sa.literal(status).label("status"), sa.func.count().label("n")).select_from(
-            sa.select(Post.id).where(Post.status == status).limit(cap + 1).subquery())
-        for status in Post.STATUSES
-    ]
-    return {status: n for status, n in db.session.execute(sa.union_all(*capped))}
-
-
-def upcoming(now: datetime, hours: int = 24, limit: int = 50) -> list[Post]:
-    """Return scheduled posts due within hours, soonest first (late ones excluded)."""
-    return list(db.session.scalars(
-        sa.select(Post).options(defer(Post.body))
-        .where(Post.status == "scheduled", Post.publish_at > now - timedelta(minutes=1),
-               Post.publish_at <= now + timedelta(hours=hours))
-        .order_by(Post.publish_at, Post.id).limit(limit)))
-
-
-def late(now: datetime, grace: timedelta = timedelta(minutes=1), limit: int = 50) -> list[Post]:
-    """Return scheduled posts whose publish time passed more than grace ago: not published."""
-    return list(db.session.scalars(
-        sa.select(Post).options(defer(Post.body))
-        .where(Post.status == "scheduled", Post.publish_at <= now - grace)
-        .order_by(Post.publish_at, Post.id).limit(limit)))
-
-
-def _published(body: bool = False) -> sa.Select:
-    query = sa.select(Post).where(Post.status == "published")
-    return query if body else query.options(defer(Post.body))
-
-
-def recently_published(limit: int = 10, body: bool = False) -> list[Post]:
-    """Return the latest published posts, newest first."""
-    return list(db.session.scalars(
-        _published(body).order_by(Post.published_at.desc(), Post.id.desc()).limit(limit)))
-
-
-def published_page(page: int, size: int) -> list[Post]:
-    """Return page (from 1) of the public list, newest first, plus one to tell if more follow."""
-    return list(db.session.scalars(
-        _published().order_by(Post.published_at.desc(), Post.id.desc())
-        .limit(size + 1).offset((page - 1) * size)))
-
-
-def published_by_slug(slug: str) -> Post | None:
-    """Return the published post at slug; None for anything the public may not see."""
-    return db.session.scalar(_published(body=True).where(Post.slug == slug))
-
-
-def api_page(status: str | None, page: int, size: int) -> list[Post]:
-    """Return page (from 1) of posts, newest first, bodies not loaded, plus one more if any.
-
-    For the JSON API's ?page= (the Leader view work); the editors' list uses keyset cursors.
-    """
-    stmt = sa.select(Post).options(defer(Post.body))
-    if status:
-        stmt = stmt.where(Post.status == status)
-    return list(db.session.scalars(
-        stmt.order_by(Post.id.desc()).offset((page - 1) * size).limit(size + 1)))
+__all__ = ["COUNT_CAP", "PostPage", "api_page", "late", "list_posts", "published_by_slug",
+           "published_page", "recently_published", "status_counts", "upcoming"]
