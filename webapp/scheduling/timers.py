@@ -211,8 +211,8 @@ def next_wake(now: datetime, enabled: set[str]) -> datetime:
     db.session.rollback()
     hook_time = hooks.next_due(now, enabled)
     times.extend(t for t in (first_slot, hook_time) if t is not None)
-    # Publishing does not wake this leader: look again just after the next post is due,
-    # when its outbox event is there to hand to the hooks.
+    # Publishing NOTIFYs this leader on PostgreSQL; SQLite has no NOTIFY, so also look
+    # again just after the next post is due, when its outbox event is there for the hooks.
     post_due = publish.next_due()
     if post_due is not None and post_due + POST_SETTLE > now:
         times.append(post_due + POST_SETTLE)
