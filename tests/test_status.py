@@ -502,3 +502,12 @@ def test_evict_moves_leadership_off_a_frozen_holder(fleet):  # noqa: ANN001
     finally:
         os.kill(pid_of(frozen), signal.SIGCONT)
     fleet.wait_settled()  # the thawed process reconnects and stands by
+
+
+def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):  # noqa: ANN001
+    from tests.test_auth import client_as
+
+    admin, viewer = client_as(app, "admin"), client_as(app, "viewer", "v@example.com")
+    for _ in range(2):  # the second round comes from the shared snapshot
+        assert "<th>Actions</th>" in admin.get("/status/live").get_data(as_text=True)
+        assert "<th>Actions</th>" not in viewer.get("/status/live").get_data(as_text=True)

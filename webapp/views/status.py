@@ -1,11 +1,13 @@
 """The leader view: who leads each key, live, and the ops actions on a leader."""
 
+import threading
 from datetime import datetime
 
 from flask import (
     Blueprint,
     Response,
     abort,
+    current_app,
     flash,
     make_response,
     redirect,
@@ -78,7 +80,32 @@ def live():
         response = make_response("Sign in again to see the status.", 401)
         response.headers["HX-Redirect"] = url_for("auth.login", next=url_for("status.index"))
         return response
-    return render_template("status/_live.html", snap=shared_snapshot())
+    return _render_live(shared_snapshot())
+
+
+_rendered_lock = threading.Lock()
+
+
+def _render_live(snap) -> str:  # noqa: ANN001
+    """Render the fragment once per shared snapshot, role and time zone.
+
+    Every poller of a worker shares the snapshot of the last second; what the fragment
+    shows beyond it depends only on whether the viewer is an admin (the action links)
+    and on the viewer's time zone. It carries no per-session data (no CSRF token).
+    """
+    store = current_app.extensions.setdefault("soloist_status_html", {})
+    key = (current_user.can("admin"), current_user.timezone)
+    with _rendered_lock:
+        if store.get("snap") is not snap:
+            store.clear()
+            store["snap"] = snap
+        html = store.get(key)
+    if html is None:
+        html = render_template("status/_live.html", snap=snap)
+        with _rendered_lock:
+            if store.get("snap") is snap:
+                store[key] = html
+    return html
 
 
 @bp.route("/<name>/<action>", methods=["GET", "POST"])
