@@ -9,6 +9,18 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { defaultZones(document); });
+  // Timer form: show only the fields of the schedule kind picked (all show without JS).
+  function showScheduleKind() {
+    var picked = document.querySelector("input[name=kind]:checked");
+    if (!picked) { return; }
+    document.querySelectorAll("[data-kind]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-kind") !== picked.value;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", showScheduleKind);
+  document.addEventListener("change", function (event) {
+    if (event.target.name === "kind") { showScheduleKind(); }
+  });
   document.addEventListener("htmx:load", function (event) { defaultZones(event.detail.elt); });
   // Ask before a [data-confirm] button acts (delegated, so swapped-in buttons ask too).
   document.addEventListener("click", function (event) {
