@@ -300,3 +300,17 @@ def test_create_user_command_prompts_for_the_password_when_none_is_given(app):  
                                               input=f"{PASSWORD}\n{PASSWORD}\n")
     assert result.exit_code == 0, result.output
     assert login(app.test_client(), "ed@example.com").status_code == 302
+
+
+def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(app):  # noqa: ANN001
+    client = client_as(app, "editor")
+    for _ in range(5):
+        response = post_form(client, "/settings", {
+            "timezone": "UTC", "current_password": "wrong guess", "new_password": "x" * 12,
+            "confirm_password": "x" * 12})
+        assert "That is not your current password." in text(response)
+    response = post_form(client, "/settings", {
+        "timezone": "UTC", "current_password": PASSWORD, "new_password": "y" * 12,
+        "confirm_password": "y" * 12})
+    assert response.status_code == 422
+    assert "Too many wrong passwords" in text(response)

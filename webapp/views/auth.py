@@ -92,7 +92,13 @@ def _save_settings(zone: str, data) -> dict[str, str]:  # noqa: ANN001
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
     new = data.get("new_password", "")
     if new or current_user.must_change_password:
-        if not current_user.check_password(data.get("current_password", "")):
+        if too_many_failures(current_user.email, client_address()):
+            errors["current_password"] = ("Too many wrong passwords. Wait 15 minutes and "
+                                          "try again.")
+        elif not current_user.check_password(data.get("current_password", "")):
+            # the same limit as sign-in: a stolen session cannot guess the password
+            record_failure(current_user.email, client_address())
+            time.sleep(FAILURE_DELAY)
             errors["current_password"] = "That is not your current password."
         elif len(new) < MIN_PASSWORD:
             errors["new_password"] = f"Use at least {MIN_PASSWORD} characters."
