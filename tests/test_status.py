@@ -511,3 +511,15 @@ def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):  # 
     for _ in range(2):  # the second round comes from the shared snapshot
         assert "<th>Actions</th>" in admin.get("/status/live").get_data(as_text=True)
         assert "<th>Actions</th>" not in viewer.get("/status/live").get_data(as_text=True)
+
+
+def test_step_down_without_the_confirmed_holder_does_nothing(app, pg_url):  # noqa: ANN001
+    client = admin_client(app)
+    with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn:
+        record_term(app, PUBLISH_KEY, conn)
+        token = csrf_from(client.get("/status/publish/step-down").get_data(as_text=True))
+        response = client.post("/status/publish/step-down", follow_redirects=True,
+                               data={"csrf_token": token})
+    assert "did not say which holder" in response.get_data(as_text=True)
+    with app.app_context():
+        assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested

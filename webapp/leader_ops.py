@@ -60,7 +60,10 @@ def _check_holder(key: SchedulerKey, expected: str) -> str:
     holder = current_holder(key)
     if holder is None:
         raise OpsError(f"Nobody leads the {key.name} key right now; nothing was done.")
-    if expected and holder != expected:
+    if not expected:
+        raise OpsError("The confirmation did not say which holder it was about; open the "
+                       "action again from the status page. Nothing was done.")
+    if holder != expected:
         raise OpsError(f"Leadership of the {key.name} key moved to {holder} since you looked; "
                        "nothing was done.")
     return holder
