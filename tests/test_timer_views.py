@@ -171,3 +171,12 @@ def test_only_admins_switch_plugins_off(app):  # noqa: ANN001
     assert post(admin, "/admin/plugins/sitemap/disable").status_code == 303
     page = admin.get("/admin/plugins/").get_data(as_text=True)
     assert re.search(r'id="plugin-sitemap".*?badge paused">off', page, re.S)
+
+
+def test_a_once_at_time_the_clocks_skip_is_refused_like_a_posts(app):  # noqa: ANN001
+    from webapp.plugins.timers import parse_moment
+    from webapp.timezones import TimeInputError
+
+    with pytest.raises(TimeInputError, match="does not exist in Europe/Paris"):
+        parse_moment("2027-03-28T02:30", "Europe/Paris")
+    assert parse_moment("2027-03-28T03:30", "Europe/Paris").hour == 1  # 03:30 CEST is 01:30 UTC

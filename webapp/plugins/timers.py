@@ -10,14 +10,14 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import available_timezones
 
 import sqlalchemy as sa
 
 from ..extensions import db
 from ..models import Timer, TimerRun, utcnow
 from ..scheduling.work import wake_scheduler
-from ..timezones import TimeInputError, in_range
+from ..timezones import TimeInputError, in_range, parse_local
 from . import registry
 from .base import ValidationError
 from .schedules import KINDS, UNITS, Schedule, check_cron
@@ -66,7 +66,8 @@ def parse_moment(raw: str, zone: str) -> datetime:
     """Read 'YYYY-MM-DDTHH:MM' as a wall time in zone (or an ISO time with an offset)."""
     moment = datetime.fromisoformat(raw.replace(" ", "T", 1))
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=ZoneInfo(zone))
+        # a wall time, read like a post's: a time the clocks skip (DST) is refused
+        moment = parse_local(raw, zone)
     return in_range(moment)  # TimeInputError (a ValueError) far from today
 
 
