@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from .extensions import db
 from .filelocks import read_holder
-from .locks import ADVISORY, KEY_SQL
+from .locks import ADVISORY, KEY_SQL, evict_sql
 from .models import LeaderEvent, LeaderState
 from .scheduling.keys import KEYS, SchedulerKey
 from .scheduling.work import database_now, wake_scheduler
@@ -25,26 +25,8 @@ SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.p
 WHERE {ADVISORY} AND {KEY_SQL} = :key
 """)
 
-_H_KEY = KEY_SQL.replace("l.", "h.")
-EVICT_SQL = sa.text(f"""
-WITH victim AS MATERIALIZED (
-  SELECT l.pid, a.application_name,
-         (SELECT array_agg({_H_KEY}) FROM pg_locks h
-          WHERE h.pid = l.pid AND {ADVISORY.replace("l.", "h.")}
-            AND {_H_KEY} = ANY(CAST(:keys AS bigint[]))) AS keys
-  FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-  WHERE {ADVISORY} AND {KEY_SQL} = :key AND a.application_name = :expected
-    AND l.pid <> pg_backend_pid()
-), events AS (
-  INSERT INTO leader_events (key, kind, term, holder, detail, at)
-  SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
-         v.application_name, :detail, now()
-  FROM victim v, unnest(v.keys) AS k
-)
-SELECT v.application_name, pg_terminate_backend(v.pid, 2000),
-       pg_notify('soloist_handover', CAST(:key AS text))
-FROM victim v
-""")
+# The holder the admin confirmed, by name; the standbys are woken at once.
+EVICT_SQL = evict_sql("a.application_name = %(expected)s", notify=True)
 
 
 def current_holder(key: SchedulerKey) -> str | None:
@@ -95,9 +77,9 @@ def evict(key: SchedulerKey, expected: str, by: str) -> str:
     if not expected:
         raise OpsError("Say which holder to evict.")
     params = {"key": key.value, "expected": expected, "detail": f"by {by}"[:500],
-              "keys": [k.value for k in KEYS.values()]}
+              "ours": [k.value for k in KEYS.values()]}
     try:
-        row = db.session.execute(EVICT_SQL, params).first()
+        row = db.session.connection().exec_driver_sql(EVICT_SQL, params).first()
         db.session.commit()
     except sa.exc.DBAPIError as exc:
         db.session.rollback()

@@ -123,7 +123,15 @@ WITH st AS (UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
 SELECT pg_notify('soloist_handover', %(key)s::text)
 """
 
-EVICT_SQL = f"""
+def evict_sql(victim: str, notify: bool = False) -> str:
+    """Return the statement that ends the lock session holding %(key)s, chosen by victim.
+
+    In the same statement it records an "evicted" event for each of %(ours)s the session
+    held (parameter %(detail)s), and with notify wakes the standbys. It returns the
+    session's application_name and every key it held; no row if victim matched nobody.
+    """
+    wake = ", pg_notify('soloist_handover', %(key)s::text)" if notify else ""
+    return f"""
 WITH victim AS MATERIALIZED (
   SELECT a.pid, a.application_name,
          (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
@@ -131,18 +139,22 @@ WITH victim AS MATERIALIZED (
   FROM pg_locks l
   JOIN pg_stat_activity a ON a.pid = l.pid
   LEFT JOIN leader_state s ON s.key = {KEY_SQL}
-  WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid()
-    AND now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END,
-                         a.query_start, a.backend_start)
-        > make_interval(secs => %(stale)s)
+  WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid() AND {victim}
 ), events AS (
   INSERT INTO leader_events (key, kind, term, holder, detail, at)
   SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
          v.application_name, %(detail)s, now()
   FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
 )
-SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000) FROM victim v
+SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000){wake} FROM victim v
 """
+
+
+# A holder whose heartbeat and last statement are both older than %(stale)s seconds.
+EVICT_STALE_SQL = evict_sql(
+    "now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END, "
+    "a.query_start, a.backend_start) > make_interval(secs => %(stale)s)"
+)
 
 
 class PgLockSession:
@@ -267,7 +279,7 @@ class PgLockSession:
         Record an "evicted" event for each of ours it held, in the same statement, and
         return its application_name and those keys; None if it is not stale after all.
         """
-        rows = self.execute(EVICT_SQL, {"key": key, "stale": stale_seconds, "ours": ours,
+        rows = self.execute(EVICT_STALE_SQL, {"key": key, "stale": stale_seconds, "ours": ours,
                                         "detail": detail})
         return (rows[0][0], list(rows[0][1] or [key])) if rows else None
 
