@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
-from ..models import OutboxEvent, Post
+from ..models import Post
 from ..scheduling import publish
 from ..scheduling.keys import PLUGINS, PUBLISH
 from ..scheduling.work import database_now, wake_scheduler
@@ -235,13 +235,6 @@ def _refused(post_id: int, wanted: str) -> PostError:
                               "nothing changed."})
 
 
-def _outbox(topic: str, row: tuple, now: datetime, instance: str) -> None:
-    post_id, slug, title = row
-    db.session.add(OutboxEvent(topic=topic, post_id=post_id, instance=instance, created_at=now,
-                               payload={"post_id": post_id, "slug": slug, "title": title,
-                                        "at": now.isoformat()}))
-
-
 def unschedule_post(post_id: int) -> None:
     """Take a scheduled post back to draft."""
     now = database_now()
@@ -261,7 +254,7 @@ def publish_now(post_id: int, instance: str = "") -> None:
                                        "updated_at": now})
     if row is None:
         raise _refused(post_id, "published")
-    _outbox("post.published", row, now, instance)
+    publish.write_outbox("post.published", [row], now, instance)
     wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
     wake_scheduler(PLUGINS.name)  # the outbox's hooks (webhooks, sitemap) at once
     db.session.commit()
@@ -274,7 +267,7 @@ def unpublish_post(post_id: int, instance: str = "") -> None:
                                           "updated_at": now})
     if row is None:
         raise _refused(post_id, "unpublished")
-    _outbox("post.unpublished", row, now, instance)
+    publish.write_outbox("post.unpublished", [row], now, instance)
     wake_scheduler(PLUGINS.name)
     db.session.commit()
 

@@ -19,7 +19,7 @@ BATCH_SIZE = 500
 
 def _transition(now: datetime, source: str, target: str, due_column, topic: str, limit: int,
                 instance: str) -> list[int]:  # noqa: ANN001
-    """Move up to limit due posts from source to target status, with outbox rows."""
+    """Move up to limit due posts from source to target status, with outbox rows; commit."""
     due = (
         sa.select(Post.id)
         .where(Post.status == source, due_column <= now)
@@ -39,35 +39,31 @@ def _transition(now: datetime, source: str, target: str, due_column, topic: str,
         .execution_options(synchronize_session=False)
     ).all()
     if moved:
-        db.session.execute(
-            sa.insert(OutboxEvent),
-            [
-                {"topic": topic, "post_id": pid, "instance": instance, "created_at": now,
-                 "payload": {"post_id": pid, "slug": slug, "title": title, "at": now.isoformat()}}
-                for pid, slug, title in moved
-            ],
-        )
+        write_outbox(topic, moved, now, instance)
+        wake_scheduler(PLUGINS.name)  # the plugin leader's hooks (webhooks, sitemap) at once
+    db.session.commit()
     return [row[0] for row in moved]
+
+
+def write_outbox(topic: str, rows, now: datetime, instance: str) -> None:  # noqa: ANN001
+    """Add one outbox event per (post id, slug, title) row to the current transaction."""
+    db.session.execute(sa.insert(OutboxEvent), [
+        {"topic": topic, "post_id": pid, "instance": instance, "created_at": now,
+         "payload": {"post_id": pid, "slug": slug, "title": title, "at": now.isoformat()}}
+        for pid, slug, title in rows
+    ])
 
 
 def publish_due(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
     """Publish up to limit scheduled posts whose publish_at has come; return their ids."""
-    ids = _transition(now, "scheduled", "published", Post.publish_at, "post.published", limit,
-                      instance)
-    if ids:
-        wake_scheduler(PLUGINS.name)  # the plugin leader's hooks (webhooks, sitemap) at once
-    db.session.commit()
-    return ids
+    return _transition(now, "scheduled", "published", Post.publish_at, "post.published",
+                       limit, instance)
 
 
 def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
     """Unpublish up to limit published posts whose unpublish_at has come; return their ids."""
-    ids = _transition(now, "published", "unpublished", Post.unpublish_at, "post.unpublished",
-                      limit, instance)
-    if ids:
-        wake_scheduler(PLUGINS.name)
-    db.session.commit()
-    return ids
+    return _transition(now, "published", "unpublished", Post.unpublish_at, "post.unpublished",
+                       limit, instance)
 
 
 def next_due() -> datetime | None:
