@@ -167,7 +167,7 @@ def test_sqlite_mode_uses_a_file_lock_per_key(sqlite_app, sqlite_url):  # noqa: 
 def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):  # noqa: ANN001
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_SCRIPT, sqlite_url, str(PUBLISH.value)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "holding"
@@ -179,6 +179,7 @@ def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):  # noqa: A
     finally:
         holder.kill()
         holder.wait()
+        holder.stdin.close()
         holder.stdout.close()
 
 
@@ -190,12 +191,12 @@ print("acquired" if s.try_lock(int(sys.argv[2])) else "busy")
 """
 
 _HOLD_SCRIPT = """
-import sys, time
+import sys
 from webapp.filelocks import FileLockSession
 s = FileLockSession(sys.argv[1], "holder")
 assert s.try_lock(int(sys.argv[2]))
 print("holding", flush=True)
-time.sleep(60)
+sys.stdin.read()  # hold until the test is done with us
 """
 
 
