@@ -54,7 +54,6 @@ class Scheduler:
         self.next_poll = 0.0
         self.next_heartbeat = 0.0
         self.deferred_since: float | None = None
-        self.last_loop = time.monotonic()
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.pool = (cfg["DB_POOL_SIZE"], cfg["DB_MAX_OVERFLOW"])
@@ -86,7 +85,6 @@ class Scheduler:
         """Loop until stopped: step, then sleep until the next thing to do."""
         log.info("scheduler started as %s", self.locks.name)
         while not self._stopping.is_set():
-            self.last_loop = time.monotonic()
             try:
                 delay = self.step()
             except Exception:  # the thread must outlive any one bad step
