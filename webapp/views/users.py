@@ -62,35 +62,34 @@ def create():
 @role_required("admin")
 def role(user_id: int):
     """Change a user's role."""
-    user = _user_or_404(user_id)
-    try:
-        change_role(user, request.form.get("role", ""))
-    except AccountError as exc:
-        return _page(409, row_errors={user_id: next(iter(exc.errors.values()))})
-    flash(f"{user.email} is now {user.role}.", "success")
-    return redirect(url_for("users.index"), code=303)
+    return _change(user_id, lambda user: change_role(user, request.form.get("role", "")),
+                   lambda user: f"{user.email} is now {user.role}.")
 
 
 @bp.post("/<int:user_id>/deactivate")
 @role_required("admin")
 def deactivate(user_id: int):
     """Deactivate a user: they are signed out and cannot sign in."""
-    user = _user_or_404(user_id)
-    try:
-        set_active(user, False)
-    except AccountError as exc:
-        return _page(409, row_errors={user_id: next(iter(exc.errors.values()))})
-    flash(f"{user.email} is deactivated and signed out.", "success")
-    return redirect(url_for("users.index"), code=303)
+    return _change(user_id, lambda user: set_active(user, False),
+                   lambda user: f"{user.email} is deactivated and signed out.")
 
 
 @bp.post("/<int:user_id>/activate")
 @role_required("admin")
 def activate(user_id: int):
     """Let a deactivated user sign in again."""
+    return _change(user_id, lambda user: set_active(user, True),
+                   lambda user: f"{user.email} can sign in again.")
+
+
+def _change(user_id: int, change, done):  # noqa: ANN001, ANN202
+    """Apply change to a user; a refused change is shown on the user's row (409)."""
     user = _user_or_404(user_id)
-    set_active(user, True)
-    flash(f"{user.email} can sign in again.", "success")
+    try:
+        change(user)
+    except AccountError as exc:
+        return _page(409, row_errors={user_id: next(iter(exc.errors.values()))})
+    flash(done(user), "success")
     return redirect(url_for("users.index"), code=303)
 
 
