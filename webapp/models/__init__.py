@@ -1,25 +1,28 @@
-"""Typed SQLAlchemy models, one module per area; import them from here."""
+"""Re-export the typed models, one module per concept; import them from here."""
 
-from .core import (
-    LeaderEvent,
-    LeaderState,
-    LoginFailure,
-    OutboxEvent,
-    Post,
-    User,
-    UTCDateTime,
-    utcnow,
-)
-from .ops import *  # noqa: F403  (API tokens and ops actions: the "Leader view" work)
-from .plugins import *  # noqa: F403  (plugins, timers, webhooks: the "Plugins" work)
+from .accounts import ApiToken, LoginFailure, User
+from .leadership import LeaderEvent, LeaderState
+from .plugins import HookDelivery, PluginDocument, PluginState
+from .posts import OutboxEvent, Post
+from .timers import Timer, TimerRun
+from .types import UTCDateTime, utcnow
+from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
+    "ApiToken",
+    "HookDelivery",
     "LeaderEvent",
     "LeaderState",
     "LoginFailure",
     "OutboxEvent",
+    "PluginDocument",
+    "PluginState",
     "Post",
-    "User",
+    "Timer",
+    "TimerRun",
     "UTCDateTime",
+    "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "utcnow",
 ]

@@ -1,0 +1,54 @@
+"""Model webhooks: admins' receiving endpoints and each event's delivery to one."""
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..extensions import db
+from .types import BigId, UTCDateTime, utcnow
+
+
+class WebhookEndpoint(db.Model):
+    """An admin's webhook receiver; the secret signs bodies and is never shown again."""
+
+    __tablename__ = "webhook_endpoints"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    url: Mapped[str] = mapped_column(sa.String(2000))
+    description: Mapped[str] = mapped_column(sa.String(200), default="")
+    events: Mapped[list] = mapped_column(sa.JSON, default=list)
+    secret: Mapped[str] = mapped_column(sa.String(200))
+    active: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    def __repr__(self) -> str:  # never the secret
+        return f"<WebhookEndpoint {self.id} {self.url}>"
+
+
+class WebhookDelivery(db.Model):
+    """One event for one endpoint: a fixed body and id, retried with backoff."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        sa.UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_endpoint_event"),
+        sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(sa.String(36), unique=True)
+    endpoint_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), index=True)
+    event_id: Mapped[int | None] = mapped_column(
+        BigId, sa.ForeignKey("outbox_events.id", ondelete="SET NULL"))
+    topic: Mapped[str] = mapped_column(sa.String(64))
+    body: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(sa.String(16), default="pending")
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    response_status: Mapped[int | None]
+    last_error: Mapped[str] = mapped_column(sa.String(500), default="")
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
