@@ -26,7 +26,7 @@ def _postgres_or_skip() -> None:
         pytest.skip(message)
 
 
-def make_app(database_url: str, **config):  # noqa: ANN003, ANN201
+def make_app(database_url: str, **config):
     """Create a test app bound to database_url (migrated separately)."""
     uri = normalise_database_url(database_url)
     settings = {"TESTING": True, "SECRET_KEY": "test", "SQLALCHEMY_DATABASE_URI": uri,
@@ -35,7 +35,7 @@ def make_app(database_url: str, **config):  # noqa: ANN003, ANN201
     return create_app(settings)
 
 
-def migrate(app) -> None:  # noqa: ANN001
+def migrate(app) -> None:
     """Bring app's database to the current schema with the checked-in migrations."""
     with app.app_context():
         flask_migrate.upgrade()
@@ -60,7 +60,7 @@ def pg_url() -> str:
 
 
 @pytest.fixture
-def app(pg_url):  # noqa: ANN001, ANN201
+def app(pg_url):
     """Return an app on the session's PostgreSQL database, emptied before each test."""
     app = make_app(pg_url)
     with app.app_context():
@@ -82,7 +82,7 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def sqlite_app(sqlite_url):  # noqa: ANN001, ANN201
+def sqlite_app(sqlite_url):
     """Return an app on a migrated SQLite file."""
     app = make_app(sqlite_url)
     yield app
@@ -92,7 +92,7 @@ def sqlite_app(sqlite_url):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def pg_view(pg_url):  # noqa: ANN001, ANN201
+def pg_view(pg_url):
     """Return a pg_locks reader on the test database."""
     view = LockView(pg_url)
     yield view
@@ -106,7 +106,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 
 
 @pytest.fixture(scope="session")
-def browser():  # noqa: ANN201
+def browser():
     """Return a real headless Chromium (Debian's package) driven by Playwright."""
     if not Path(CHROMIUM).exists():
         message = ("Chromium is not installed: apt-get install -y chromium "

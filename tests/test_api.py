@@ -17,7 +17,7 @@ from webapp.models import ApiToken, OutboxEvent, Post, Timer, User, WebhookDeliv
 class Api:
     """A test client that sends JSON with a role's bearer token."""
 
-    def __init__(self, app) -> None:  # noqa: ANN001
+    def __init__(self, app) -> None:
         self.app = app
         self.client = app.test_client()
         self.tokens: dict[str, str] = {}
@@ -27,8 +27,8 @@ class Api:
                 user = db.session.scalar(sa.select(User).where(User.role == role))
                 self.tokens[role] = create_token(user, "tests")
 
-    def __call__(self, method: str, path: str, role: str | None = "editor", body=None,  # noqa: ANN001
-                 raw: str | None = None, token: str | None = None):  # noqa: ANN201
+    def __call__(self, method: str, path: str, role: str | None = "editor", body=None,
+                 raw: str | None = None, token: str | None = None):
         headers = {}
         if token or role:
             headers["Authorization"] = f"Bearer {token or self.tokens[role]}"
@@ -41,15 +41,15 @@ class Api:
 
 
 @pytest.fixture
-def api(app):  # noqa: ANN001, ANN201
+def api(app):
     return Api(app)
 
 
-def later(**delta) -> str:  # noqa: ANN003
+def later(**delta) -> str:
     return (datetime.now(UTC) + timedelta(**delta)).isoformat()
 
 
-def make_post(api: Api, **fields) -> dict:  # noqa: ANN003
+def make_post(api: Api, **fields) -> dict:
     body = {"title": "Hello", "body": "Some *text*"} | fields
     response = api("POST", "/api/posts", body=body)
     assert response.status_code == 201, response.get_json()
@@ -58,7 +58,7 @@ def make_post(api: Api, **fields) -> dict:  # noqa: ANN003
 
 # leaders ---------------------------------------------------------------------------------
 
-def test_leaders_lists_every_key_with_its_holder_and_standbys(api, app, pg_url):  # noqa: ANN001
+def test_leaders_lists_every_key_with_its_holder_and_standbys(api, app, pg_url):
     with holding(pg_url, "soloist:web.1:11", PUBLISH_KEY) as conn, \
             holding(pg_url, "soloist:web.2:22"):
         record_term(app, PUBLISH_KEY, conn, term=3, heartbeat_age=1)
@@ -79,7 +79,7 @@ def test_leaders_lists_every_key_with_its_holder_and_standbys(api, app, pg_url):
 
 # posts: the contract ---------------------------------------------------------------------
 
-def test_create_a_draft_then_read_it_back(api):  # noqa: ANN001
+def test_create_a_draft_then_read_it_back(api):
     created = make_post(api, title="Hello, world")
     assert created["status"] == "draft" and created["slug"] == "hello-world"
     assert created["publish_at"] is None and created["published_at"] is None
@@ -88,7 +88,7 @@ def test_create_a_draft_then_read_it_back(api):  # noqa: ANN001
     assert fetched["created_at"].endswith("Z")
 
 
-def test_create_scheduled_post_stores_utc_and_wakes_the_publish_leader(api, pg_url):  # noqa: ANN001
+def test_create_scheduled_post_stores_utc_and_wakes_the_publish_leader(api, pg_url):
     with holding(pg_url, "listener") as listener:
         listener.execute("LISTEN soloist_wake")
         created = make_post(api, title="Soon", publish_at="2099-01-31T09:00:00+01:00",
@@ -100,7 +100,7 @@ def test_create_scheduled_post_stores_utc_and_wakes_the_publish_leader(api, pg_u
     assert [(n.channel, n.payload) for n in notes] == [("soloist_wake", "publish")]
 
 
-def test_list_posts_filters_by_status_and_pages(api, app):  # noqa: ANN001
+def test_list_posts_filters_by_status_and_pages(api, app):
     for i in range(3):
         make_post(api, title=f"Draft {i}")
     make_post(api, title="Later", publish_at=later(days=1))
@@ -114,7 +114,7 @@ def test_list_posts_filters_by_status_and_pages(api, app):  # noqa: ANN001
     assert api("GET", "/api/posts?page=2", role="viewer").get_json()["posts"] == []
 
 
-def test_list_posts_has_a_next_page_past_fifty(api, app):  # noqa: ANN001
+def test_list_posts_has_a_next_page_past_fifty(api, app):
     with app.app_context():
         db.session.add_all(Post(title=f"P{i}", slug=f"p-{i}", body="") for i in range(51))
         db.session.commit()
@@ -124,7 +124,7 @@ def test_list_posts_has_a_next_page_past_fifty(api, app):  # noqa: ANN001
     assert [p["slug"] for p in second["posts"]] == ["p-0"] and not second["has_next"]
 
 
-def test_patch_changes_text_and_schedule(api):  # noqa: ANN001
+def test_patch_changes_text_and_schedule(api):
     post = make_post(api)
     changed = api("PATCH", f"/api/posts/{post['id']}",
                   body={"title": "New title", "version": post["version"]}).get_json()
@@ -138,7 +138,7 @@ def test_patch_changes_text_and_schedule(api):  # noqa: ANN001
     assert back["status"] == "draft" and back["publish_at"] is None
 
 
-def test_publish_now_publishes_with_one_outbox_row(api, app):  # noqa: ANN001
+def test_publish_now_publishes_with_one_outbox_row(api, app):
     post = make_post(api, publish_at=later(hours=1))
     published = api("POST", f"/api/posts/{post['id']}/publish").get_json()
     assert published["status"] == "published" and published["published_at"]
@@ -153,7 +153,7 @@ def test_publish_now_publishes_with_one_outbox_row(api, app):  # noqa: ANN001
 
 # posts: every error case -------------------------------------------------------------------
 
-def error_of(response, status: int, field: str | None = None) -> dict:  # noqa: ANN001
+def error_of(response, status: int, field: str | None = None) -> dict:
     body = response.get_json()
     assert response.status_code == status, body
     assert set(body) >= {"error", "detail"}
@@ -163,7 +163,7 @@ def error_of(response, status: int, field: str | None = None) -> dict:  # noqa: 
 
 
 @pytest.mark.parametrize("raw", ['{"title": "x"', "not json", "[1, 2]", '"a string"', ""])
-def test_malformed_json_is_400(api, app, raw):  # noqa: ANN001
+def test_malformed_json_is_400(api, app, raw):
     error_of(api("POST", "/api/posts", raw=raw), 400)
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Post)) == 0
@@ -185,20 +185,20 @@ def test_malformed_json_is_400(api, app, raw):  # noqa: ANN001
     ({"title": "x", "unpublish_at": "2099-01-01T00:00:00Z"}, "unpublish_at"),
     ({"title": "x", "colour": "red"}, "colour"),
 ])
-def test_a_bad_field_is_422_naming_it_and_changes_nothing(api, app, body, field):  # noqa: ANN001
+def test_a_bad_field_is_422_naming_it_and_changes_nothing(api, app, body, field):
     error_of(api("POST", "/api/posts", body=body), 422, field)
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Post)) == 0
 
 
-def test_a_slug_in_use_is_422_naming_the_slug(api):  # noqa: ANN001
+def test_a_slug_in_use_is_422_naming_the_slug(api):
     make_post(api, slug="taken")
     error_of(api("POST", "/api/posts", body={"title": "Other", "slug": "taken"}), 422, "slug")
     other = make_post(api, title="Other")
     error_of(api("PATCH", f"/api/posts/{other['id']}", body={"slug": "taken"}), 422, "slug")
 
 
-def test_patch_errors_name_the_field_and_change_nothing(api):  # noqa: ANN001
+def test_patch_errors_name_the_field_and_change_nothing(api):
     post = make_post(api)
     path = f"/api/posts/{post['id']}"
     error_of(api("PATCH", path, body={"title": None}), 422, "title")
@@ -210,13 +210,13 @@ def test_patch_errors_name_the_field_and_change_nothing(api):  # noqa: ANN001
     assert api("GET", path).get_json() == post
 
 
-def test_bad_list_arguments_are_422(api):  # noqa: ANN001
+def test_bad_list_arguments_are_422(api):
     error_of(api("GET", "/api/posts?status=lost", role="viewer"), 422, "status")
     error_of(api("GET", "/api/posts?page=0", role="viewer"), 422, "page")
     error_of(api("GET", "/api/posts?page=abc", role="viewer"), 422, "page")
 
 
-def test_unknown_ids_and_paths_are_404_json(api):  # noqa: ANN001
+def test_unknown_ids_and_paths_are_404_json(api):
     error_of(api("GET", "/api/posts/999"), 404)
     error_of(api("PATCH", "/api/posts/999", body={"title": "x"}), 404)
     error_of(api("POST", "/api/posts/999/publish"), 404)
@@ -226,7 +226,7 @@ def test_unknown_ids_and_paths_are_404_json(api):  # noqa: ANN001
 
 # authentication and authorisation ----------------------------------------------------------
 
-def test_no_token_is_401_with_a_bearer_challenge(api):  # noqa: ANN001
+def test_no_token_is_401_with_a_bearer_challenge(api):
     response = api("GET", "/api/leaders", role=None)
     error_of(response, 401)
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
@@ -234,7 +234,7 @@ def test_no_token_is_401_with_a_bearer_challenge(api):  # noqa: ANN001
     error_of(api("GET", "/api/leaders", role=None, raw=None), 401)
 
 
-def test_a_signed_in_browser_session_does_not_authenticate_the_api(api, app):  # noqa: ANN001
+def test_a_signed_in_browser_session_does_not_authenticate_the_api(api, app):
     login(api.client, "admin@example.com")
     assert api.client.get("/status/").status_code == 200  # the session works for pages
     error_of(api("POST", "/api/posts", role=None, body={"title": "CSRF me"}), 401)
@@ -243,12 +243,12 @@ def test_a_signed_in_browser_session_does_not_authenticate_the_api(api, app):  #
         assert db.session.scalar(sa.select(sa.func.count()).select_from(Post)) == 0
 
 
-def test_the_api_needs_no_csrf_token_with_a_bearer_token(api, app):  # noqa: ANN001
+def test_the_api_needs_no_csrf_token_with_a_bearer_token(api, app):
     assert app.config.get("WTF_CSRF_ENABLED", True)  # CSRF is on for the web forms
     assert api("POST", "/api/posts", body={"title": "By token"}).status_code == 201
 
 
-def test_tokens_are_stored_only_as_a_hash_and_follow_their_user(api, app):  # noqa: ANN001
+def test_tokens_are_stored_only_as_a_hash_and_follow_their_user(api, app):
     token = api.tokens["editor"]
     with app.app_context():
         stored = db.session.scalars(sa.select(ApiToken.token_hash)).all()
@@ -283,7 +283,7 @@ RANK = {"viewer": 1, "editor": 2, "admin": 3}
 
 
 @pytest.mark.parametrize(("method", "path", "body", "lowest"), ENDPOINTS)
-def test_each_endpoint_refuses_anonymous_and_lower_roles(api, app, method, path, body, lowest):  # noqa: ANN001
+def test_each_endpoint_refuses_anonymous_and_lower_roles(api, app, method, path, body, lowest):
     app.config["WEBHOOK_ALLOW_PRIVATE"] = True
     post = make_post(api, title="Target")
     path = path.format(id=post["id"], webhook=1, timer=1)
@@ -298,7 +298,7 @@ def test_each_endpoint_refuses_anonymous_and_lower_roles(api, app, method, path,
 
 # webhooks and timers ---------------------------------------------------------------------
 
-def test_webhooks_are_created_listed_without_their_secret_and_show_deliveries(api, app):  # noqa: ANN001
+def test_webhooks_are_created_listed_without_their_secret_and_show_deliveries(api, app):
     app.config["WEBHOOK_ALLOW_PRIVATE"] = True
     secret = "a-very-secret-signing-key"
     body = {"url": "http://127.0.0.1:9/hook", "events": ["post.published"], "secret": secret}
@@ -327,13 +327,13 @@ def test_webhooks_are_created_listed_without_their_secret_and_show_deliveries(ap
     ({"url": "http://127.0.0.1:9/", "events": ["post.published"], "secret": "short"}, "secret"),
     ({"url": "http://127.0.0.1:9/", "events": ["post.published"]}, "secret"),
 ])
-def test_a_bad_webhook_field_is_422_naming_it(api, app, body, field):  # noqa: ANN001
+def test_a_bad_webhook_field_is_422_naming_it(api, app, body, field):
     app.config["WEBHOOK_ALLOW_PRIVATE"] = True
     error_of(api("POST", "/api/webhooks", role="admin", body=body), 422, field)
     assert api("GET", "/api/webhooks", role="admin").get_json()["webhooks"] == []
 
 
-def test_timers_are_listed_and_run_now_wakes_the_plugin_leader(api, app, pg_url):  # noqa: ANN001
+def test_timers_are_listed_and_run_now_wakes_the_plugin_leader(api, app, pg_url):
     with app.app_context():
         timer = Timer(name="Say hi", plugin="sitemap", action="rebuild", kind="every", every=1,
                       unit="hours", params={}, next_run_at=datetime.now(UTC) + timedelta(hours=1))

@@ -17,7 +17,7 @@ PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
 
 
-def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) -> int:  # noqa: ANN001, ANN003
+def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) -> int:
     """Insert an active user with PASSWORD; return its id."""
     with app.app_context():
         fields = {"active": True, "timezone": "UTC", **extra}
@@ -28,7 +28,7 @@ def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) 
         return user.id
 
 
-def client_as(app, role: str | None, email: str | None = None):  # noqa: ANN001, ANN201
+def client_as(app, role: str | None, email: str | None = None):
     """Return a test client signed in as a new user with role (anonymous for None)."""
     client = app.test_client()
     if role is not None:
@@ -37,7 +37,7 @@ def client_as(app, role: str | None, email: str | None = None):  # noqa: ANN001,
     return client
 
 
-def sign_in(app, client, user_id: int) -> None:  # noqa: ANN001
+def sign_in(app, client, user_id: int) -> None:
     """Put user_id's session in client's cookie (what a successful sign-in does)."""
     with app.app_context():
         session_id = db.session.get(User, user_id).get_id()
@@ -46,7 +46,7 @@ def sign_in(app, client, user_id: int) -> None:  # noqa: ANN001
         session["_fresh"] = True
 
 
-def csrf_token(client) -> str:  # noqa: ANN001
+def csrf_token(client) -> str:
     """Return the CSRF token of client's session, read from a page the way a browser would."""
     html = client.get("/").get_data(as_text=True)
     found = re.search(r'<meta name="csrf-token" content="([^"]+)"', html)
@@ -56,17 +56,17 @@ def csrf_token(client) -> str:  # noqa: ANN001
     return found.group(1)
 
 
-def post_form(client, url: str, data: dict | None = None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+def post_form(client, url: str, data: dict | None = None, **kwargs):
     """POST a form with the session's CSRF token, as the page would."""
     return client.post(url, data={**(data or {}), "csrf_token": csrf_token(client)}, **kwargs)
 
 
-def text(response) -> str:  # noqa: ANN001
+def text(response) -> str:
     """Return a response's body as text."""
     return response.get_data(as_text=True)
 
 
-def login(client, email: str, password: str = PASSWORD, headers: dict | None = None,  # noqa: ANN001, ANN201
+def login(client, email: str, password: str = PASSWORD, headers: dict | None = None,
           **fields: str):
     """Submit the sign-in form (fields: next, zone)."""
     return post_form(client, "/login", {"email": email, "password": password, **fields},
@@ -76,7 +76,7 @@ def login(client, email: str, password: str = PASSWORD, headers: dict | None = N
 # Signing in ----------------------------------------------------------------------------
 
 
-def test_right_password_signs_in_and_lands_on_the_dashboard(app):  # noqa: ANN001
+def test_right_password_signs_in_and_lands_on_the_dashboard(app):
     add_user(app, "ada@example.com")
     client = app.test_client()
     response = login(client, "ADA@example.com ")
@@ -84,7 +84,7 @@ def test_right_password_signs_in_and_lands_on_the_dashboard(app):  # noqa: ANN00
     assert "ada@example.com" in text(client.get("/admin/"))
 
 
-def test_wrong_password_is_refused_slowly_and_counted(app):  # noqa: ANN001
+def test_wrong_password_is_refused_slowly_and_counted(app):
     add_user(app, "ada@example.com")
     client = app.test_client()
     started = time.monotonic()
@@ -98,14 +98,14 @@ def test_wrong_password_is_refused_slowly_and_counted(app):  # noqa: ANN001
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure)) == 1
 
 
-def add_failures(app, count: int, email: str = "x@example.com", address: str = "127.0.0.1") -> None:  # noqa: ANN001
+def add_failures(app, count: int, email: str = "x@example.com", address: str = "127.0.0.1") -> None:
     """Record earlier failed sign-ins."""
     with app.app_context():
         db.session.add_all(LoginFailure(email=email, address=address) for _ in range(count))
         db.session.commit()
 
 
-def test_an_account_is_locked_after_five_failures_even_with_the_right_password(app):  # noqa: ANN001
+def test_an_account_is_locked_after_five_failures_even_with_the_right_password(app):
     add_user(app, "ada@example.com")
     add_failures(app, 5, "ada@example.com", "10.0.0.9")
     response = login(app.test_client(), "ada@example.com")
@@ -113,7 +113,7 @@ def test_an_account_is_locked_after_five_failures_even_with_the_right_password(a
     assert "Too many failed sign-ins" in text(response)
 
 
-def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app):  # noqa: ANN001
+def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app):
     add_user(app, "ada@example.com")
     add_failures(app, 20, "someone-else@example.com", "203.0.113.7")
     client = app.test_client()
@@ -123,7 +123,7 @@ def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app):  # noq
     assert allowed.status_code == 302
 
 
-def test_a_successful_sign_in_clears_the_accounts_failures(app):  # noqa: ANN001
+def test_a_successful_sign_in_clears_the_accounts_failures(app):
     add_user(app, "ada@example.com")
     add_failures(app, 3, "ada@example.com")
     assert login(app.test_client(), "ada@example.com").status_code == 302
@@ -131,12 +131,12 @@ def test_a_successful_sign_in_clears_the_accounts_failures(app):  # noqa: ANN001
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure)) == 0
 
 
-def test_a_deactivated_user_cannot_sign_in(app):  # noqa: ANN001
+def test_a_deactivated_user_cannot_sign_in(app):
     add_user(app, "ada@example.com", active=False)
     assert login(app.test_client(), "ada@example.com").status_code == 401
 
 
-def test_sign_in_starts_a_fresh_session(app):  # noqa: ANN001
+def test_sign_in_starts_a_fresh_session(app):
     add_user(app, "ada@example.com")
     client = app.test_client()
     with client.session_transaction() as session:
@@ -153,7 +153,7 @@ EVIL_NEXT = ["//evil.com", "https://evil.com", "/\\evil.com", "javascript:alert(
 
 
 @pytest.mark.parametrize("target", EVIL_NEXT)
-def test_next_never_leaves_the_site(app, target):  # noqa: ANN001
+def test_next_never_leaves_the_site(app, target):
     add_user(app, "ada@example.com")
     client = app.test_client()
     response = login(client, "ada@example.com", next=target)
@@ -163,7 +163,7 @@ def test_next_never_leaves_the_site(app, target):  # noqa: ANN001
     assert again.location == "/admin/"
 
 
-def test_next_to_a_local_page_is_followed(app):  # noqa: ANN001
+def test_next_to_a_local_page_is_followed(app):
     add_user(app, "ada@example.com")
     client = app.test_client()
     asked = client.get("/admin/posts/?status=draft")
@@ -178,11 +178,11 @@ def test_next_to_a_local_page_is_followed(app):  # noqa: ANN001
 # Cookies, CSRF, sign-out ---------------------------------------------------------------
 
 
-def session_cookie_header(response) -> str:  # noqa: ANN001
+def session_cookie_header(response) -> str:
     return next(h for h in response.headers.getlist("Set-Cookie") if h.startswith("session="))
 
 
-def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app):  # noqa: ANN001
+def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app):
     add_user(app, "ada@example.com")
     plain = session_cookie_header(login(app.test_client(), "ada@example.com"))
     assert "HttpOnly" in plain and "SameSite=Lax" in plain and "Secure" not in plain
@@ -191,7 +191,7 @@ def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app):  # 
     assert "Secure" in proxied and "HttpOnly" in proxied
 
 
-def test_sign_in_without_a_csrf_token_is_refused(app):  # noqa: ANN001
+def test_sign_in_without_a_csrf_token_is_refused(app):
     add_user(app, "ada@example.com")
     client = app.test_client()
     response = client.post("/login", data={"email": "ada@example.com", "password": PASSWORD})
@@ -200,7 +200,7 @@ def test_sign_in_without_a_csrf_token_is_refused(app):  # noqa: ANN001
     assert client.get("/admin/").status_code == 302
 
 
-def test_sign_out_needs_a_post_with_the_csrf_token(app):  # noqa: ANN001
+def test_sign_out_needs_a_post_with_the_csrf_token(app):
     client = client_as(app, "viewer")
     assert client.get("/logout").status_code == 405
     assert client.post("/logout").status_code == 400
@@ -209,7 +209,7 @@ def test_sign_out_needs_a_post_with_the_csrf_token(app):  # noqa: ANN001
     assert client.get("/admin/").status_code == 302
 
 
-def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(app):  # noqa: ANN001
+def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(app):
     response = app.test_client().get("/admin/live", headers={"HX-Request": "true"})
     assert response.status_code == 401
 
@@ -217,7 +217,7 @@ def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(app)
 # Sessions end when they should ---------------------------------------------------------
 
 
-def test_deactivating_a_user_ends_their_session_at_once(app):  # noqa: ANN001
+def test_deactivating_a_user_ends_their_session_at_once(app):
     client = client_as(app, "editor")
     assert client.get("/admin/").status_code == 200
     with app.app_context():
@@ -227,7 +227,7 @@ def test_deactivating_a_user_ends_their_session_at_once(app):  # noqa: ANN001
     assert client.get("/admin/").status_code == 302
 
 
-def test_changing_ones_password_signs_out_other_sessions(app):  # noqa: ANN001
+def test_changing_ones_password_signs_out_other_sessions(app):
     user_id = add_user(app, "ada@example.com")
     mine, other = app.test_client(), app.test_client()
     sign_in(app, mine, user_id)
@@ -241,7 +241,7 @@ def test_changing_ones_password_signs_out_other_sessions(app):  # noqa: ANN001
     assert login(app.test_client(), "ada@example.com", "a much better one").status_code == 302
 
 
-def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(app):  # noqa: ANN001
+def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(app):
     add_user(app, "new@example.com", must_change_password=True)
     client = app.test_client()
     assert login(client, "new@example.com").location == "/settings"
@@ -258,7 +258,7 @@ def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(ap
 # Time zone ------------------------------------------------------------------------------
 
 
-def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choice(app):  # noqa: ANN001
+def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choice(app):
     user_id = add_user(app, "ada@example.com", timezone="")
     login(app.test_client(), "ada@example.com", zone="Asia/Tokyo")
     login(app.test_client(), "ada@example.com", zone="Europe/Paris")
@@ -266,7 +266,7 @@ def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choi
         assert db.session.get(User, user_id).timezone == "Asia/Tokyo"
 
 
-def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):  # noqa: ANN001
+def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):
     client = client_as(app, "editor")
     response = post_form(client, "/settings", {"timezone": "Mars/Olympus_Mons"})
     assert response.status_code == 422
@@ -279,7 +279,7 @@ def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):
 # The create-user command ---------------------------------------------------------------
 
 
-def test_create_user_command_creates_a_user_who_can_sign_in(app):  # noqa: ANN001
+def test_create_user_command_creates_a_user_who_can_sign_in(app):
     runner = app.test_cli_runner()
     with app.app_context():  # the flask command line pushes one
         result = runner.invoke(args=["create-user", "Ops@Example.com", "--role", "admin",
@@ -294,7 +294,7 @@ def test_create_user_command_creates_a_user_who_can_sign_in(app):  # noqa: ANN00
     assert bad_zone.exit_code != 0 and "unknown time zone" in bad_zone.output
 
 
-def test_create_user_command_prompts_for_the_password_when_none_is_given(app):  # noqa: ANN001
+def test_create_user_command_prompts_for_the_password_when_none_is_given(app):
     with app.app_context():
         result = app.test_cli_runner().invoke(args=["create-user", "ed@example.com"],
                                               input=f"{PASSWORD}\n{PASSWORD}\n")
@@ -302,7 +302,7 @@ def test_create_user_command_prompts_for_the_password_when_none_is_given(app):  
     assert login(app.test_client(), "ed@example.com").status_code == 302
 
 
-def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(app):  # noqa: ANN001
+def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(app):
     client = client_as(app, "editor")
     for _ in range(5):
         response = post_form(client, "/settings", {

@@ -41,7 +41,7 @@ SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 
 
-def checked_routes(app) -> list[tuple[str, str, str]]:  # noqa: ANN001
+def checked_routes(app) -> list[tuple[str, str, str]]:
     """Return (endpoint, method, url) for every rule outside /api and static."""
     routes = []
     for rule in app.url_map.iter_rules():
@@ -54,7 +54,7 @@ def checked_routes(app) -> list[tuple[str, str, str]]:  # noqa: ANN001
     return routes
 
 
-def _sample(converter) -> str:  # noqa: ANN001
+def _sample(converter) -> str:
     """Return a URL value the converter accepts and that names nothing that exists."""
     if hasattr(converter, "items"):  # any(a, b): the first choice
         return sorted(converter.items)[0]
@@ -83,21 +83,21 @@ def may(role: str | None, least: str) -> bool:
     return least == SIGNED_IN or User.RANK[role] >= User.RANK[least]
 
 
-def refused(response, role: str | None) -> bool:  # noqa: ANN001
+def refused(response, role: str | None) -> bool:
     """Return whether the response refuses: sign-in for anonymous, 403 for a signed-in role."""
     if role is None:
         return sent_to_sign_in(response) or response.status_code == 401
     return response.status_code == 403
 
 
-def sent_to_sign_in(response) -> bool:  # noqa: ANN001
+def sent_to_sign_in(response) -> bool:
     """Return whether response redirects to the sign-in page to come back afterwards."""
     return (response.status_code in (301, 302, 303)
             and response.location.startswith("/login?next="))
 
 
 @pytest.fixture
-def open_app(app, pg_url):  # noqa: ANN001, ANN201
+def open_app(app, pg_url):
     """The test app without CSRF checks (they have their own test below), emptied first."""
     permissive = make_app(pg_url, WTF_CSRF_ENABLED=False)
     yield permissive
@@ -108,7 +108,7 @@ def open_app(app, pg_url):  # noqa: ANN001, ANN201
 
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r or "anonymous")
-def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):  # noqa: ANN001
+def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):
     user_id = add_user(open_app, f"{role}@example.com", role) if role else None
     wrong = []
     for endpoint, method, url in checked_routes(open_app):
@@ -128,14 +128,14 @@ def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):
     assert not wrong, f"as {role or 'anonymous'}:\n" + "\n".join(wrong)
 
 
-def test_the_table_covers_every_endpoint_it_names(open_app):  # noqa: ANN001
+def test_the_table_covers_every_endpoint_it_names(open_app):
     known = {endpoint for endpoint, _method, _url in checked_routes(open_app)}
     stale = {key for key in EXPECTED if (key if isinstance(key, str) else key[0]) not in known}
     assert not stale, f"EXPECTED names endpoints that no longer exist: {sorted(stale)}"
 
 
 @pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])
-def test_every_state_changing_request_without_the_csrf_token_is_refused(app, role):  # noqa: ANN001
+def test_every_state_changing_request_without_the_csrf_token_is_refused(app, role):
     client = app.test_client()
     if role:
         sign_in(app, client, add_user(app, "admin@example.com", role))
@@ -147,7 +147,7 @@ def test_every_state_changing_request_without_the_csrf_token_is_refused(app, rol
         assert "The form expired or was not sent from Soloist" in text(response)
 
 
-def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(app):  # noqa: ANN001
+def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(app):
     client = app.test_client()
     sign_in(app, client, add_user(app, "ed@example.com", "editor"))
     page = text(client.get("/admin/posts/new"))
@@ -163,7 +163,7 @@ def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(app):  # 
 EDITOR_BLUEPRINTS = ("site", "auth", "dashboard", "posts", "users")
 
 
-def test_an_id_too_big_for_the_database_is_404_not_500(open_app):  # noqa: ANN001
+def test_an_id_too_big_for_the_database_is_404_not_500(open_app):
     user_id = add_user(open_app, "admin@example.com", "admin")
     wrong = []
     for rule in open_app.url_map.iter_rules():

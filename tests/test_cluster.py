@@ -33,7 +33,7 @@ KEYS = {PUBLISH_KEY, PLUGINS_KEY}
 
 
 @pytest.fixture
-def fleet_db(pg_url, tmp_path):  # noqa: ANN001, ANN201
+def fleet_db(pg_url, tmp_path):
     """Return a fresh migrated database for a fleet, and a pg_locks view of it."""
     url = create_database("soloist_fleet")
     flask_cmd(base_env(url), "db", "upgrade")
@@ -44,7 +44,7 @@ def fleet_db(pg_url, tmp_path):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def fleet(fleet_db, tmp_path):  # noqa: ANN001, ANN201
+def fleet(fleet_db, tmp_path):
     """Return a factory of gunicorn instances on the fleet database, all stopped afterwards."""
     url, _view = fleet_db
     started: list[Instance] = []
@@ -75,7 +75,7 @@ def events(view: LockView, key: int) -> list[tuple[str, str]]:
     return [(kind, holder) for kind, holder in rows]
 
 
-def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fleet_db):  # noqa: ANN001
+def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fleet_db):
     _url, view = fleet_db
     a, b = fleet("a"), fleet("b")
     wait_for(lambda: fleet_ready(view, 4), 30, "4 lock sessions and both keys held")
@@ -89,7 +89,7 @@ def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fle
         assert response.status == 200
 
 
-def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):  # noqa: ANN001
+def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):
     _url, view = fleet_db
     fleet("a"), fleet("b")
     wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
@@ -102,7 +102,7 @@ def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):  # noq
     assert events(view, PUBLISH_KEY)[-1] == ("acquired", new)
 
 
-def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):  # noqa: ANN001
+def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):
     _url, view = fleet_db
     fleet("a", LEADER_STALE_SECONDS="2"), fleet("b", LEADER_STALE_SECONDS="2")
     wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
@@ -119,7 +119,7 @@ def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):  # noqa: 
              "the thawed process to record that it lost the key")
 
 
-def test_sigterm_hands_leadership_over_at_once(fleet, fleet_db):  # noqa: ANN001
+def test_sigterm_hands_leadership_over_at_once(fleet, fleet_db):
     _url, view = fleet_db
     a = fleet("a")
     wait_for(lambda: fleet_ready(view, 2), 30, "a to lead")
@@ -135,7 +135,7 @@ def test_sigterm_hands_leadership_over_at_once(fleet, fleet_db):  # noqa: ANN001
     assert len(released) == 1 and a.owns(released[0])
 
 
-def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_db):  # noqa: ANN001
+def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_db):
     _url, view = fleet_db
     fleet("a", workers=1)
     wait_for(lambda: fleet_ready(view, 1), 30, "a to lead")
@@ -149,7 +149,7 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_d
     assert ("lost", holder) in events(view, PUBLISH_KEY)
 
 
-def test_posts_are_published_exactly_once_while_leaders_are_killed(fleet, fleet_db):  # noqa: ANN001
+def test_posts_are_published_exactly_once_while_leaders_are_killed(fleet, fleet_db):
     url, view = fleet_db
     fleet("a"), fleet("b")
     wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
@@ -174,7 +174,7 @@ def test_posts_are_published_exactly_once_while_leaders_are_killed(fleet, fleet_
     assert len(per_post) == 200 and {count for _, count in per_post} == {1}
 
 
-def test_sqlite_two_workers_one_leader_per_key(tmp_path):  # noqa: ANN001
+def test_sqlite_two_workers_one_leader_per_key(tmp_path):
     instance_dir = tmp_path / "instance"
     env = {"SOLOIST_INSTANCE_PATH": str(instance_dir)}
     flask_cmd(base_env(None, **env), "db", "upgrade")
@@ -200,7 +200,7 @@ def test_sqlite_two_workers_one_leader_per_key(tmp_path):  # noqa: ANN001
         node.stop()
 
 
-def test_flask_run_starts_one_scheduler_for_development(fleet_db, tmp_path):  # noqa: ANN001
+def test_flask_run_starts_one_scheduler_for_development(fleet_db, tmp_path):
     url, view = fleet_db
     port = free_port()
     with open(tmp_path / "flask-run.log", "w") as log:

@@ -48,12 +48,12 @@ def test_instance_name_falls_back_through_the_platforms():
     ("SCHEDULER_ENABLED", "maybe"),
     ("DATABASE_URL", "mysql://x/y"),
 ])
-def test_a_bad_value_is_refused_naming_the_variable(name, value):  # noqa: ANN001
+def test_a_bad_value_is_refused_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):
         load_config({name: value})
 
 
-def test_production_start_without_secret_key_is_refused(monkeypatch):  # noqa: ANN001
+def test_production_start_without_secret_key_is_refused(monkeypatch):
     monkeypatch.delenv("SECRET_KEY", raising=False)
     monkeypatch.delenv("FLASK_DEBUG", raising=False)
     monkeypatch.delenv("TESTING", raising=False)
@@ -61,7 +61,7 @@ def test_production_start_without_secret_key_is_refused(monkeypatch):  # noqa: A
         create_app()
 
 
-def test_bad_setting_stops_gunicorn_with_a_message_naming_it(tmp_path):  # noqa: ANN001
+def test_bad_setting_stops_gunicorn_with_a_message_naming_it(tmp_path):
     env = base_env(None, LEADER_STALE_SECONDS="ten", SOLOIST_INSTANCE_PATH=str(tmp_path))
     result = subprocess.run(
         [str(BIN / "flask"), "--app", "webapp", "db", "current"], cwd=ROOT, env=env,

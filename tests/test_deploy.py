@@ -42,7 +42,7 @@ def heroku_env(url: str, dyno: str) -> dict:
     return env
 
 
-def start_web(env: dict, log_path) -> subprocess.Popen:  # noqa: ANN001
+def start_web(env: dict, log_path) -> subprocess.Popen:
     with open(log_path, "w") as log:
         return subprocess.Popen(["bash", "-c", "exec " + procfile()["web"].strip()], cwd=ROOT,
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -57,13 +57,13 @@ def answers(port: int) -> bool:
 
 
 @pytest.fixture
-def heroku_db():  # noqa: ANN201
+def heroku_db():
     url = create_database("soloist_deploy")
     yield url
     drop_database(url)
 
 
-def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):  # noqa: ANN001
+def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):
     release = subprocess.run(["bash", "-c", procfile()["release"]], cwd=ROOT,
                              env=heroku_env(heroku_db, "release.1"), capture_output=True,
                              text=True, timeout=120)
@@ -99,7 +99,7 @@ def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):  
     assert lines and all("[web.1]" in line for line in lines)
 
 
-def test_connection_budget_warns_when_the_pool_cannot_fit(app, caplog):  # noqa: ANN001
+def test_connection_budget_warns_when_the_pool_cannot_fit(app, caplog):
     locks = PgLockSession(app.config["LOCK_DATABASE_URL"], "budget")
     locks.connect()
     try:

@@ -35,7 +35,7 @@ def status_of(url: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def server():  # noqa: ANN201
+def server():
     """A real gunicorn instance (2 workers, each with its scheduler) on a fresh database."""
     url = create_database()
     env = base_env(url)
@@ -52,7 +52,7 @@ def server():  # noqa: ANN201
 
 
 @pytest.fixture
-def page(browser, server):  # noqa: ANN001, ANN201
+def page(browser, server):
     """A signed-in editor's tab in a browser whose time zone is Los Angeles."""
     from playwright.sync_api import expect
 
@@ -69,7 +69,7 @@ def page(browser, server):  # noqa: ANN001, ANN201
     expect.set_options(timeout=5_000)  # Playwright's default, for other modules' tests
 
 
-def write_post(page, title: str, body: str) -> None:  # noqa: ANN001
+def write_post(page, title: str, body: str) -> None:
     """Write a draft through the form and land on its edit page."""
     from playwright.sync_api import expect
 
@@ -81,7 +81,7 @@ def write_post(page, title: str, body: str) -> None:  # noqa: ANN001
     expect(page.locator(".flash-success")).to_contain_text("saved")
 
 
-def test_an_editor_schedules_in_tokyo_time_and_watches_the_post_go_live(page, server):  # noqa: ANN001
+def test_an_editor_schedules_in_tokyo_time_and_watches_the_post_go_live(page, server):
     from playwright.sync_api import expect
 
     page.goto("/settings")
@@ -131,7 +131,7 @@ def test_an_editor_schedules_in_tokyo_time_and_watches_the_post_go_live(page, se
     expect(site.locator(".post-body strong")).to_have_text("live")
 
 
-def test_a_past_time_is_refused_in_the_browser_and_publish_now_is_offered(page):  # noqa: ANN001
+def test_a_past_time_is_refused_in_the_browser_and_publish_now_is_offered(page):
     from playwright.sync_api import expect
 
     write_post(page, "Too late", "A **live** one.")
@@ -148,7 +148,7 @@ def test_a_past_time_is_refused_in_the_browser_and_publish_now_is_offered(page):
     expect(page.locator("#post-status")).to_have_text("published")
 
 
-def test_the_live_preview_keeps_hostile_markup_inert(page):  # noqa: ANN001
+def test_the_live_preview_keeps_hostile_markup_inert(page):
     from playwright.sync_api import expect
 
     dialogs = []

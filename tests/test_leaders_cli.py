@@ -6,7 +6,7 @@ from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, base_env, flask_cmd
 from tests.test_status import holding, make_user, record_term
 
 
-def test_leaders_prints_one_row_per_key_with_holder_term_and_standbys(app, pg_url):  # noqa: ANN001
+def test_leaders_prints_one_row_per_key_with_holder_term_and_standbys(app, pg_url):
     with holding(pg_url, "soloist:web.1:11", PUBLISH_KEY) as conn, \
             holding(pg_url, "soloist:web.2:22"):
         record_term(app, PUBLISH_KEY, conn, term=6, heartbeat_age=2)
@@ -21,7 +21,7 @@ def test_leaders_prints_one_row_per_key_with_holder_term_and_standbys(app, pg_ur
     assert "2 lock session(s) connected" in footer
 
 
-def test_leaders_json_has_the_api_shape(app, pg_url):  # noqa: ANN001
+def test_leaders_json_has_the_api_shape(app, pg_url):
     with holding(pg_url, "soloist:web.1:11", PLUGINS_KEY):
         result = app.test_cli_runner().invoke(args=["leaders", "--json"])
     leaders = {k["name"]: k for k in json.loads(result.output)}
@@ -31,7 +31,7 @@ def test_leaders_json_has_the_api_shape(app, pg_url):  # noqa: ANN001
     assert [s["instance"] for s in leaders["publish"]["standbys"]] == ["web.1"]
 
 
-def test_create_token_prints_a_working_token_on_its_last_line(app, pg_url):  # noqa: ANN001
+def test_create_token_prints_a_working_token_on_its_last_line(app, pg_url):
     make_user(app, "ops@example.com", "viewer")
     # a real `flask` process, as ops would run it
     result = flask_cmd(base_env(pg_url), "create-token", "OPS@example.com", "--label", "ci")
@@ -42,7 +42,7 @@ def test_create_token_prints_a_working_token_on_its_last_line(app, pg_url):  # n
     assert token not in result.stderr
 
 
-def test_create_token_for_an_unknown_or_inactive_user_fails_cleanly(app):  # noqa: ANN001
+def test_create_token_for_an_unknown_or_inactive_user_fails_cleanly(app):
     make_user(app, "gone@example.com", "admin", active=False)
     runner = app.test_cli_runner()
     unknown = runner.invoke(args=["create-token", "nobody@example.com"])
@@ -51,7 +51,7 @@ def test_create_token_for_an_unknown_or_inactive_user_fails_cleanly(app):  # noq
     assert inactive.exit_code != 0 and "deactivated" in inactive.output
 
 
-def test_revoke_tokens_stops_them_working(app):  # noqa: ANN001
+def test_revoke_tokens_stops_them_working(app):
     make_user(app, "ops@example.com", "viewer")
     runner = app.test_cli_runner()
     token = runner.invoke(args=["create-token", "ops@example.com"]).output.strip().splitlines()[-1]

@@ -14,7 +14,7 @@ KEYS = [PUBLISH.value, PLUGINS.value]
 
 
 @pytest.fixture
-def process(app):  # noqa: ANN001, ANN201
+def process(app):
     """Return a factory of Leadership objects, one per pretend process."""
     made = []
 
@@ -30,7 +30,7 @@ def process(app):  # noqa: ANN001, ANN201
         leadership.locks.close()
 
 
-def events(pg_view) -> list[tuple]:  # noqa: ANN001
+def events(pg_view) -> list[tuple]:
     return pg_view.query("SELECT key, kind, term, holder FROM leader_events ORDER BY at, id")
 
 
@@ -39,7 +39,7 @@ def count_statements(locks: PgLockSession) -> list[str]:
     seen: list[str] = []
     original = locks.execute
 
-    def counting(sql, params=None):  # noqa: ANN001, ANN202
+    def counting(sql, params=None):
         seen.append(sql)
         return original(sql, params)
 
@@ -47,7 +47,7 @@ def count_statements(locks: PgLockSession) -> list[str]:
     return seen
 
 
-def test_first_poll_wins_every_key_and_starts_term_one(process, pg_view):  # noqa: ANN001
+def test_first_poll_wins_every_key_and_starts_term_one(process, pg_view):
     a = process("a")
     assert sorted(a.poll()) == sorted(KEYS)
     assert a.held == {PUBLISH.value: 1, PLUGINS.value: 1}
@@ -56,7 +56,7 @@ def test_first_poll_wins_every_key_and_starts_term_one(process, pg_view):  # noq
         (PUBLISH.value, "acquired", 1), (PLUGINS.value, "acquired", 1)}
 
 
-def test_a_follower_tries_every_key_in_one_statement_and_stays_follower(process):  # noqa: ANN001
+def test_a_follower_tries_every_key_in_one_statement_and_stays_follower(process):
     a, b = process("a"), process("b")
     a.poll()
     statements = count_statements(b.locks)
@@ -66,7 +66,7 @@ def test_a_follower_tries_every_key_in_one_statement_and_stays_follower(process)
     assert b.held == {}
 
 
-def test_leadership_is_sticky_across_ticks(process, pg_view):  # noqa: ANN001
+def test_leadership_is_sticky_across_ticks(process, pg_view):
     a, b = process("a"), process("b")
     a.poll()
     for _ in range(3):
@@ -76,7 +76,7 @@ def test_leadership_is_sticky_across_ticks(process, pg_view):  # noqa: ANN001
     assert len(events(pg_view)) == 2
 
 
-def test_verify_stamps_the_heartbeat_with_the_database_clock(process, pg_view):  # noqa: ANN001
+def test_verify_stamps_the_heartbeat_with_the_database_clock(process, pg_view):
     a = process("a")
     a.poll()
     a.verify()
@@ -85,7 +85,7 @@ def test_verify_stamps_the_heartbeat_with_the_database_clock(process, pg_view): 
     assert a.db_now is not None and a.db_now.tzinfo is not None
 
 
-def test_release_notifies_standbys_and_one_takes_over(process, pg_view):  # noqa: ANN001
+def test_release_notifies_standbys_and_one_takes_over(process, pg_view):
     a, b = process("a"), process("b")
     a.poll()
     a.release_all("graceful stop")
@@ -98,7 +98,7 @@ def test_release_notifies_standbys_and_one_takes_over(process, pg_view):  # noqa
                      ("acquired", 2, b.locks.name)]
 
 
-def test_frozen_leader_is_evicted_and_replaced(process, pg_view):  # noqa: ANN001
+def test_frozen_leader_is_evicted_and_replaced(process, pg_view):
     a, b = process("a", stale=0.5), process("b", stale=0.5)
     a.poll()
     # a stops heartbeating (frozen); b takes over once the heartbeat is stale
@@ -115,7 +115,7 @@ def test_frozen_leader_is_evicted_and_replaced(process, pg_view):  # noqa: ANN00
     assert lost == [a.locks.name, a.locks.name]
 
 
-def test_leader_that_keeps_heartbeating_is_never_evicted(process):  # noqa: ANN001
+def test_leader_that_keeps_heartbeating_is_never_evicted(process):
     a, b = process("a", stale=0.5), process("b", stale=0.5)
     a.poll()
     for _ in range(15):
@@ -124,7 +124,7 @@ def test_leader_that_keeps_heartbeating_is_never_evicted(process):  # noqa: ANN0
         b.locks.wait(0.1)
 
 
-def test_terminated_lock_session_is_noticed_and_leadership_recovers(process, pg_view):  # noqa: ANN001
+def test_terminated_lock_session_is_noticed_and_leadership_recovers(process, pg_view):
     a = process("a")
     a.poll()
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
@@ -137,7 +137,7 @@ def test_terminated_lock_session_is_noticed_and_leadership_recovers(process, pg_
     assert {term for _, _, term in _state(pg_view)} == {2}
 
 
-def test_step_down_releases_and_keeps_away_for_a_while(process, pg_view):  # noqa: ANN001
+def test_step_down_releases_and_keeps_away_for_a_while(process, pg_view):
     a, b = process("a"), process("b")
     a.poll()
     pg_view.query("UPDATE leader_state SET step_down_requested = true WHERE key = %s "
@@ -154,11 +154,11 @@ def _still_connected(leadership: Leadership) -> bool:
     return leadership.locks.connected
 
 
-def _state(pg_view) -> list[tuple]:  # noqa: ANN001
+def _state(pg_view) -> list[tuple]:
     return pg_view.query("SELECT key, holder, term FROM leader_state")
 
 
-def test_an_unreachable_database_is_logged_once_not_per_attempt(caplog):  # noqa: ANN001
+def test_an_unreachable_database_is_logged_once_not_per_attempt(caplog):
     locks = PgLockSession("postgresql+psycopg://root@127.0.0.1:1/nothing", "offline")
     leadership = Leadership(locks, KEYS, 10)
     with caplog.at_level(logging.INFO, "soloist.leadership"):

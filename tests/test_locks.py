@@ -22,7 +22,7 @@ from webapp.scheduling.keys import PLUGINS, PUBLISH, derive_key
 
 
 @pytest.fixture
-def sessions(app):  # noqa: ANN001, ANN201
+def sessions(app):
     """Return a factory of connected lock sessions, closed after the test."""
     made = []
 
@@ -37,7 +37,7 @@ def sessions(app):  # noqa: ANN001, ANN201
         session.close()
 
 
-def test_lock_and_unlock_happen_on_the_dedicated_connection(sessions, pg_view):  # noqa: ANN001
+def test_lock_and_unlock_happen_on_the_dedicated_connection(sessions, pg_view):
     locks = sessions("web.1")
     assert locks.try_lock(PUBLISH.value)
     row = pg_view.query(
@@ -49,7 +49,7 @@ def test_lock_and_unlock_happen_on_the_dedicated_connection(sessions, pg_view): 
     assert pg_view.holders() == {}
 
 
-def test_lock_is_reentrant_and_needs_as_many_unlocks(sessions, pg_view):  # noqa: ANN001
+def test_lock_is_reentrant_and_needs_as_many_unlocks(sessions, pg_view):
     locks = sessions()
     assert locks.try_lock(PUBLISH.value) and locks.try_lock(PUBLISH.value)
     assert locks.unlock(PUBLISH.value)
@@ -59,7 +59,7 @@ def test_lock_is_reentrant_and_needs_as_many_unlocks(sessions, pg_view):  # noqa
     assert not locks.unlock(PUBLISH.value)
 
 
-def test_second_session_waits_its_turn(sessions):  # noqa: ANN001
+def test_second_session_waits_its_turn(sessions):
     first, second = sessions("a"), sessions("b")
     assert first.try_lock(PLUGINS.value)
     assert not second.try_lock(PLUGINS.value)
@@ -67,7 +67,7 @@ def test_second_session_waits_its_turn(sessions):  # noqa: ANN001
     assert second.try_lock(PLUGINS.value)
 
 
-def test_closing_the_connection_frees_every_key(sessions, pg_view):  # noqa: ANN001
+def test_closing_the_connection_frees_every_key(sessions, pg_view):
     first, second = sessions("a"), sessions("b")
     assert first.poll([PUBLISH.value, PLUGINS.value])[0].acquired
     first.close()
@@ -85,13 +85,13 @@ def test_closing_the_connection_frees_every_key(sessions, pg_view):  # noqa: ANN
 @pytest.mark.parametrize(
     "key", [-1, -(2**63), 2**63 - 1, 0x9A37B7A1, 0x7B9C5F3E, 2**32, -(2**32) - 7]
 )
-def test_pg_locks_decoding_gives_back_the_signed_key(sessions, pg_view, key):  # noqa: ANN001
+def test_pg_locks_decoding_gives_back_the_signed_key(sessions, pg_view, key):
     locks = sessions()
     assert locks.try_lock(key)
     assert pg_view.holders() == {key: locks.name}
 
 
-def test_lock_connection_carries_identity_and_keepalives(sessions):  # noqa: ANN001
+def test_lock_connection_carries_identity_and_keepalives(sessions):
     locks = sessions("dyno.3")
     params = locks.conn.info.get_parameters()
     assert params["application_name"].startswith("soloist:dyno.3:")
@@ -105,7 +105,7 @@ def test_identity_keeps_the_pid_when_the_instance_name_is_long():
     assert len(name) <= 63 and name.endswith(":424242")
 
 
-def test_try_acquire_and_release_through_the_seed_api(app, pg_view):  # noqa: ANN001
+def test_try_acquire_and_release_through_the_seed_api(app, pg_view):
     with app.app_context():
         token = try_acquire_leader(db.session, PUBLISH.value)
         assert token is PG_TOKEN
@@ -114,7 +114,7 @@ def test_try_acquire_and_release_through_the_seed_api(app, pg_view):  # noqa: AN
         assert PUBLISH.value not in pg_view.holders()
 
 
-def test_with_scheduler_leader_lock_runs_only_for_the_leader(app, sessions):  # noqa: ANN001
+def test_with_scheduler_leader_lock_runs_only_for_the_leader(app, sessions):
     other = sessions("other")
     calls = []
     with app.app_context():
@@ -128,13 +128,13 @@ def test_with_scheduler_leader_lock_runs_only_for_the_leader(app, sessions):  # 
     assert calls == []
 
 
-def test_unlock_that_returns_false_is_logged_as_lost_leadership(app, caplog):  # noqa: ANN001
+def test_unlock_that_returns_false_is_logged_as_lost_leadership(app, caplog):
     with app.app_context(), caplog.at_level(logging.WARNING, "soloist.locks"):
         assert release_leader(db.session, PG_TOKEN, PUBLISH.value) is False
     assert "lost leadership of key 0x9a37b7a1" in caplog.text
 
 
-def test_acquiring_fails_closed_when_the_database_is_unreachable(pg_url, caplog):  # noqa: ANN001
+def test_acquiring_fails_closed_when_the_database_is_unreachable(pg_url, caplog):
     from tests.conftest import make_app
 
     app = make_app(pg_url, LOCK_DATABASE_URL="postgresql+psycopg://root@127.0.0.1:1/nothing")
@@ -151,7 +151,7 @@ def test_derived_keys_are_stable_signed_64_bit_and_never_reserved():
     assert abs(key) > 2**32  # a 64-bit hash, not a 32-bit one
 
 
-def test_sqlite_mode_uses_a_file_lock_per_key(sqlite_app, sqlite_url):  # noqa: ANN001
+def test_sqlite_mode_uses_a_file_lock_per_key(sqlite_app, sqlite_url):
     with sqlite_app.app_context():
         token = try_acquire_leader(db.session, PUBLISH.value)
         assert token is SQLITE_TOKEN
@@ -164,7 +164,7 @@ def test_sqlite_mode_uses_a_file_lock_per_key(sqlite_app, sqlite_url):  # noqa: 
         assert _other_process_tries(sqlite_url, PUBLISH.value) == "acquired"
 
 
-def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):  # noqa: ANN001
+def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_SCRIPT, sqlite_url, str(PUBLISH.value)],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -53,7 +53,7 @@ def assert_inert(html: str) -> None:
     '<div style="background:url(javascript:alert(1))">x</div>',
     "<https://ok.example> <javascript:alert(1)>",
 ])
-def test_markup_that_could_run_script_comes_out_inert(source):  # noqa: ANN001
+def test_markup_that_could_run_script_comes_out_inert(source):
     assert_inert(render(source))
 
 

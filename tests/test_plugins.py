@@ -58,7 +58,7 @@ ENTRY_POINTS = '''
 
 
 @pytest.fixture
-def installed(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
+def installed(tmp_path, monkeypatch):
     """Install a distribution with three soloist.plugins entry points: good, broken, odd."""
     info = tmp_path / "soloist_test_plugins-1.0.dist-info"
     info.mkdir()
@@ -77,11 +77,11 @@ def installed(tmp_path, monkeypatch):  # noqa: ANN001, ANN201
     registry.reload()
 
 
-def good_module():  # noqa: ANN201
+def good_module():
     return sys.modules["soloist_good_plugin"]
 
 
-def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, installed):  # noqa: ANN001
+def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, installed):
     assert set(registry.plugins()) == {"webhooks", "sitemap", "housekeeping", "good"}
     broken = registry.broken()
     assert set(broken) == {"broken", "odd"}
@@ -93,7 +93,7 @@ def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, instal
     assert 'id="plugin-good"' in page and "good.ping" in page
 
 
-def test_a_broken_plugin_does_not_stop_the_others_timers(app, installed):  # noqa: ANN001
+def test_a_broken_plugin_does_not_stop_the_others_timers(app, installed):
     with app.app_context():
         timer = create_timer({"name": "Ping", "action": "good.ping", "params": '{"word": "hi"}',
                               "kind": "every", "every": "1", "unit": "minutes",
@@ -115,7 +115,7 @@ def publish_and_unpublish(now: datetime) -> None:
     publish.tick(now)
 
 
-def test_hooks_get_each_outbox_event_at_least_once_with_its_id(app, installed):  # noqa: ANN001
+def test_hooks_get_each_outbox_event_at_least_once_with_its_id(app, installed):
     good_module().FAILURES.append("receiver down")
     with app.app_context():
         publish_and_unpublish(T0)
@@ -139,7 +139,7 @@ def test_hooks_get_each_outbox_event_at_least_once_with_its_id(app, installed): 
             OutboxEvent.processed_at.is_(None))) == 0
 
 
-def test_a_switched_off_plugin_gets_no_events(app, installed):  # noqa: ANN001
+def test_a_switched_off_plugin_gets_no_events(app, installed):
     with app.app_context():
         registry.set_enabled("good", False)
         publish_and_unpublish(T0)
@@ -150,7 +150,7 @@ def test_a_switched_off_plugin_gets_no_events(app, installed):  # noqa: ANN001
         assert hooked == {"webhooks", "sitemap"}
 
 
-def test_the_sitemap_lists_published_posts_and_every_instance_serves_it(app):  # noqa: ANN001
+def test_the_sitemap_lists_published_posts_and_every_instance_serves_it(app):
     client = app.test_client()
     assert client.get("/sitemap.xml").status_code == 404  # not built yet
     with app.app_context():
@@ -170,7 +170,7 @@ def test_the_sitemap_lists_published_posts_and_every_instance_serves_it(app):  #
     assert "/posts/hi" not in client.get("/sitemap.xml").get_data(as_text=True)
 
 
-def test_housekeeping_trims_history_past_its_retention(app):  # noqa: ANN001
+def test_housekeeping_trims_history_past_its_retention(app):
     with app.app_context():
         old, new = T0 - timedelta(days=40), T0 - timedelta(days=1)
         timer = create_timer({"name": "x", "action": "sitemap.rebuild", "kind": "cron",

@@ -48,7 +48,7 @@ ignore_startup_parameters = extra_float_digits
 
 
 @pytest.fixture
-def bouncer(tmp_path, request):  # noqa: ANN001, ANN201
+def bouncer(tmp_path, request):
     """Start PgBouncer in the pool mode given by the test's parameter."""
     proc, port = _start_pgbouncer(tmp_path, request.param)
     yield port
@@ -75,7 +75,7 @@ def _connect_when_up(session: PgLockSession) -> None:
 
 
 @pytest.mark.parametrize("bouncer", ["transaction"], indirect=True)
-def test_locks_are_refused_through_a_transaction_pooler(app, pg_url, bouncer, caplog):  # noqa: ANN001
+def test_locks_are_refused_through_a_transaction_pooler(app, pg_url, bouncer, caplog):
     session = PgLockSession(_via(pg_url, bouncer), "behind-bouncer")
     with pytest.raises(TransactionPoolerError, match="set LOCK_DATABASE_URL"):
         _connect_when_up(session)
@@ -87,7 +87,7 @@ def test_locks_are_refused_through_a_transaction_pooler(app, pg_url, bouncer, ca
 
 
 @pytest.mark.parametrize("bouncer", ["session"], indirect=True)
-def test_a_session_mode_pooler_is_accepted(app, pg_url, bouncer, pg_view):  # noqa: ANN001
+def test_a_session_mode_pooler_is_accepted(app, pg_url, bouncer, pg_view):
     session = PgLockSession(_via(pg_url, bouncer), "session-bouncer")
     try:
         _connect_when_up(session)

@@ -18,7 +18,7 @@ from webapp.posts import MAX_BODY_BYTES
 from webapp.scheduling import publish
 
 
-def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:  # noqa: ANN001, ANN003
+def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
     """Insert a post directly; return its id."""
     with app.app_context():
         post = Post(title=title, slug=fields.pop("slug", title.lower().replace(" ", "-")),
@@ -28,7 +28,7 @@ def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
         return post.id
 
 
-def load(app, post_id: int) -> Post:  # noqa: ANN001
+def load(app, post_id: int) -> Post:
     """Return a post as stored now (detached, all columns loaded)."""
     with app.app_context():
         post = db.session.get(Post, post_id)
@@ -36,18 +36,18 @@ def load(app, post_id: int) -> Post:  # noqa: ANN001
         return post
 
 
-def count_posts(app) -> int:  # noqa: ANN001
+def count_posts(app) -> int:
     with app.app_context():
         return db.session.scalar(sa.select(sa.func.count()).select_from(Post))
 
 
-def outbox(app) -> list[tuple[str, int]]:  # noqa: ANN001
+def outbox(app) -> list[tuple[str, int]]:
     with app.app_context():
         return [tuple(r) for r in db.session.execute(
             sa.select(OutboxEvent.topic, OutboxEvent.post_id).order_by(OutboxEvent.id))]
 
 
-def set_zone(app, email: str, zone: str) -> None:  # noqa: ANN001
+def set_zone(app, email: str, zone: str) -> None:
     with app.app_context():
         db.session.execute(sa.update(User).where(User.email == email).values(timezone=zone))
         db.session.commit()
@@ -61,14 +61,14 @@ def local_input(moment: datetime, zone: str) -> str:
 
 
 @pytest.fixture
-def editor(app):  # noqa: ANN001, ANN201
+def editor(app):
     return client_as(app, "editor")
 
 
 # Writing ---------------------------------------------------------------------------------
 
 
-def test_an_editor_writes_a_draft_and_lands_on_its_page(app, editor):  # noqa: ANN001
+def test_an_editor_writes_a_draft_and_lands_on_its_page(app, editor):
     response = post_form(editor, "/admin/posts/new", {"title": "Première fois", "slug": "",
                                                       "body": "# Hi\n\nThere."})
     assert response.status_code == 303
@@ -86,7 +86,7 @@ def test_an_editor_writes_a_draft_and_lands_on_its_page(app, editor):  # noqa: A
     ({"title": "日本語"}, "slug", "Type a slug"),
     ({"body": "é" * (MAX_BODY_BYTES // 2 + 1)}, "body", "the limit is 200 kB"),
 ])
-def test_bad_fields_are_refused_next_to_the_field_and_nothing_is_saved(app, editor, fields,  # noqa: ANN001
+def test_bad_fields_are_refused_next_to_the_field_and_nothing_is_saved(app, editor, fields,
                                                                         field, message):
     typed = {"title": "A title", "slug": "", "body": "Kept *body*", **fields}
     response = post_form(editor, "/admin/posts/new", typed)
@@ -98,7 +98,7 @@ def test_bad_fields_are_refused_next_to_the_field_and_nothing_is_saved(app, edit
     assert count_posts(app) == 0
 
 
-def test_a_duplicate_slug_is_refused_and_the_typed_post_is_kept(app, editor):  # noqa: ANN001
+def test_a_duplicate_slug_is_refused_and_the_typed_post_is_kept(app, editor):
     new_post(app, "Hello", slug="hello")
     response = post_form(editor, "/admin/posts/new", {"title": "Hello", "slug": "",
                                                       "body": "my second take"})
@@ -107,12 +107,12 @@ def test_a_duplicate_slug_is_refused_and_the_typed_post_is_kept(app, editor):  #
     assert count_posts(app) == 1
 
 
-def test_a_request_far_over_the_limit_gets_a_friendly_413_not_a_500(app, editor):  # noqa: ANN001
+def test_a_request_far_over_the_limit_gets_a_friendly_413_not_a_500(app, editor):
     response = post_form(editor, "/admin/posts/new", {"title": "Big", "body": "x" * 3_000_000})
     assert response.status_code == 413 and "too large" in text(response)
 
 
-def test_editing_saves_the_text_and_moves_the_version_on(app, editor):  # noqa: ANN001
+def test_editing_saves_the_text_and_moves_the_version_on(app, editor):
     post_id = new_post(app)
     page = text(editor.get(f"/admin/posts/{post_id}"))
     digest = page.split('name="digest" value="')[1].split('"')[0]
@@ -123,14 +123,14 @@ def test_editing_saves_the_text_and_moves_the_version_on(app, editor):  # noqa: 
     assert (post.title, post.body, post.version) == ("Hello again", "new", 2)
 
 
-def edit_form(client, post_id: int) -> dict:  # noqa: ANN001
+def edit_form(client, post_id: int) -> dict:
     """Return the hidden fields of the post's edit form as the page has them now."""
     page = text(client.get(f"/admin/posts/{post_id}"))
     return {name: page.split(f'name="{name}" value="')[1].split('"')[0]
             for name in ("version", "digest")}
 
 
-def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, editor):  # noqa: ANN001
+def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, editor):
     post_id = new_post(app, body="original")
     other = client_as(app, "editor", "other@example.com")
     mine, theirs = edit_form(editor, post_id), edit_form(other, post_id)
@@ -148,7 +148,7 @@ def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, edi
     assert replaced.status_code == 303 and load(app, post_id).body == "my change"
 
 
-def test_a_form_opened_before_the_leader_published_the_post_still_saves(app, editor):  # noqa: ANN001
+def test_a_form_opened_before_the_leader_published_the_post_still_saves(app, editor):
     post_id = new_post(app, "Hello", status="scheduled",
                        publish_at=datetime.now(UTC) - timedelta(seconds=1))
     opened = edit_form(editor, post_id)
@@ -160,7 +160,7 @@ def test_a_form_opened_before_the_leader_published_the_post_still_saves(app, edi
     assert saved.status_code == 303 and load(app, post_id).body == "typo fixed"
 
 
-def test_the_preview_renders_markdown_and_leaves_script_inert(app, editor):  # noqa: ANN001
+def test_the_preview_renders_markdown_and_leaves_script_inert(app, editor):
     response = post_form(editor, "/admin/posts/preview", {
         "body": "**bold** <script>alert(1)</script> [x](javascript:alert(1)) "
                 "<img src=x onerror=alert(1)>"})
@@ -172,14 +172,14 @@ def test_the_preview_renders_markdown_and_leaves_script_inert(app, editor):  # n
 # Scheduling -------------------------------------------------------------------------------
 
 
-def schedule(client, post_id: int, publish_at: str, zone: str, unpublish_at: str = "",  # noqa: ANN001, ANN201
+def schedule(client, post_id: int, publish_at: str, zone: str, unpublish_at: str = "",
              version: int = 1):
     return post_form(client, f"/admin/posts/{post_id}/schedule", {
         "publish_at": publish_at, "unpublish_at": unpublish_at, "zone": zone,
         "version": str(version)})
 
 
-def test_a_time_typed_in_tokyo_is_stored_in_utc_and_shown_back_in_tokyo(app, editor):  # noqa: ANN001
+def test_a_time_typed_in_tokyo_is_stored_in_utc_and_shown_back_in_tokyo(app, editor):
     set_zone(app, "editor@example.com", "Asia/Tokyo")
     post_id = new_post(app)
     when = (datetime.now(UTC) + timedelta(hours=2)).replace(second=30, microsecond=0)
@@ -193,7 +193,7 @@ def test_a_time_typed_in_tokyo_is_stored_in_utc_and_shown_back_in_tokyo(app, edi
     assert "in 1 h 59 min" in page or "in 2 h" in page
 
 
-def test_scheduling_wakes_the_publish_leader_when_it_commits(app, editor, pg_url):  # noqa: ANN001
+def test_scheduling_wakes_the_publish_leader_when_it_commits(app, editor, pg_url):
     post_id = new_post(app)
     with psycopg.connect(pg_url, autocommit=True) as listener:
         listener.execute(f"LISTEN {WAKE_CHANNEL}")
@@ -204,7 +204,7 @@ def test_scheduling_wakes_the_publish_leader_when_it_commits(app, editor, pg_url
     assert notified[0].payload == "publish"
 
 
-def test_a_time_in_the_past_is_refused_with_the_choice_to_publish_now(app, editor):  # noqa: ANN001
+def test_a_time_in_the_past_is_refused_with_the_choice_to_publish_now(app, editor):
     post_id = new_post(app)
     typed = local_input(datetime.now(UTC) - timedelta(minutes=5), "Europe/Paris")
     response = schedule(editor, post_id, typed, "Europe/Paris")
@@ -225,7 +225,7 @@ def test_a_time_in_the_past_is_refused_with_the_choice_to_publish_now(app, edito
     ("", "UTC", "publish_at", "Enter a date and time"),
     ("2030-03-31T02:30", "Europe/Paris", "publish_at", "does not exist in Europe/Paris"),
 ])
-def test_bad_times_and_zones_are_refused_next_to_the_field_and_kept(app, editor, publish_at,  # noqa: ANN001
+def test_bad_times_and_zones_are_refused_next_to_the_field_and_kept(app, editor, publish_at,
                                                                    zone, field, message):
     post_id = new_post(app)
     response = schedule(editor, post_id, publish_at, zone, unpublish_at="2030-12-01T00:00")
@@ -237,14 +237,14 @@ def test_bad_times_and_zones_are_refused_next_to_the_field_and_kept(app, editor,
     assert (post.status, post.publish_at, post.version) == ("draft", None, 1)
 
 
-def test_an_unpublish_time_before_the_publish_time_is_refused(app, editor):  # noqa: ANN001
+def test_an_unpublish_time_before_the_publish_time_is_refused(app, editor):
     post_id = new_post(app)
     response = schedule(editor, post_id, "2030-01-02T10:00", "UTC", "2030-01-01T10:00")
     assert response.status_code == 422 and 'id="e-unpublish_at"' in text(response)
     assert load(app, post_id).status == "draft"
 
 
-def test_a_schedule_form_from_before_someone_elses_change_is_refused(app, editor):  # noqa: ANN001
+def test_a_schedule_form_from_before_someone_elses_change_is_refused(app, editor):
     post_id = new_post(app)
     with app.app_context():
         db.session.execute(sa.update(Post).values(version=2, title="Changed"))
@@ -254,14 +254,14 @@ def test_a_schedule_form_from_before_someone_elses_change_is_refused(app, editor
     assert load(app, post_id).status == "draft"
 
 
-def test_unscheduling_takes_the_post_back_to_draft(app, editor):  # noqa: ANN001
+def test_unscheduling_takes_the_post_back_to_draft(app, editor):
     post_id = new_post(app, status="scheduled", publish_at=datetime(2030, 1, 1, tzinfo=UTC))
     assert post_form(editor, f"/admin/posts/{post_id}/unschedule").status_code == 303
     post = load(app, post_id)
     assert (post.status, post.publish_at) == ("draft", None)
 
 
-def test_unscheduling_a_post_the_leader_already_published_says_so(app, editor):  # noqa: ANN001
+def test_unscheduling_a_post_the_leader_already_published_says_so(app, editor):
     post_id = new_post(app, status="published", published_at=datetime.now(UTC))
     response = post_form(editor, f"/admin/posts/{post_id}/unschedule")
     page = text(editor.get(response.location))
@@ -269,7 +269,7 @@ def test_unscheduling_a_post_the_leader_already_published_says_so(app, editor): 
     assert load(app, post_id).status == "published"
 
 
-def test_publish_now_and_unpublish_write_outbox_rows_with_the_change(app, editor):  # noqa: ANN001
+def test_publish_now_and_unpublish_write_outbox_rows_with_the_change(app, editor):
     post_id = new_post(app, "Hello", status="scheduled",
                        publish_at=datetime(2030, 1, 1, tzinfo=UTC))
     anonymous = app.test_client()
@@ -286,7 +286,7 @@ def test_publish_now_and_unpublish_write_outbox_rows_with_the_change(app, editor
     assert len(outbox(app)) == 2
 
 
-def test_an_unpublish_time_on_a_published_post_is_honoured_by_the_leader(app, editor):  # noqa: ANN001
+def test_an_unpublish_time_on_a_published_post_is_honoured_by_the_leader(app, editor):
     post_id = new_post(app, status="published", published_at=datetime.now(UTC))
     at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
     response = post_form(editor, f"/admin/posts/{post_id}/unpublish-time", {
@@ -298,7 +298,7 @@ def test_an_unpublish_time_on_a_published_post_is_honoured_by_the_leader(app, ed
     assert load(app, post_id).status == "unpublished"
 
 
-def test_the_panel_answers_204_until_the_post_changes(app, editor):  # noqa: ANN001
+def test_the_panel_answers_204_until_the_post_changes(app, editor):
     post_id = new_post(app, status="scheduled", publish_at=datetime.now(UTC))
     assert editor.get(f"/admin/posts/{post_id}/panel?version=1").status_code == 204
     with app.app_context():
@@ -307,7 +307,7 @@ def test_the_panel_answers_204_until_the_post_changes(app, editor):  # noqa: ANN
     assert changed.status_code == 200 and 'class="badge published"' in text(changed)
 
 
-def test_the_schedule_hint_says_when_a_typed_time_is(app, editor):  # noqa: ANN001
+def test_the_schedule_hint_says_when_a_typed_time_is(app, editor):
     at = local_input(datetime.now(UTC) + timedelta(minutes=12, seconds=30), "Asia/Tokyo")
     hint = text(editor.get("/admin/posts/when", query_string={"publish_at": at,
                                                                 "zone": "Asia/Tokyo"}))
@@ -319,7 +319,7 @@ def test_the_schedule_hint_says_when_a_typed_time_is(app, editor):  # noqa: ANN0
 # The list ----------------------------------------------------------------------------------
 
 
-def add_many(app, count: int, status: str = "draft", prefix: str = "post") -> None:  # noqa: ANN001
+def add_many(app, count: int, status: str = "draft", prefix: str = "post") -> None:
     with app.app_context():
         now = datetime.now(UTC)
         db.session.execute(sa.insert(Post), [
@@ -333,7 +333,7 @@ def titles(page: str) -> list[str]:
             for chunk in page.split('<tr id="post-')[1:]]
 
 
-def test_the_list_filters_by_status_and_searches_titles(app, editor):  # noqa: ANN001
+def test_the_list_filters_by_status_and_searches_titles(app, editor):
     add_many(app, 3, "draft", "apple")
     add_many(app, 2, "published", "banana")
     new_post(app, "100% sure_thing", slug="sure")
@@ -350,7 +350,7 @@ def test_the_list_filters_by_status_and_searches_titles(app, editor):  # noqa: A
         assert editor.get(f"/admin/posts/?{odd}").status_code == 200
 
 
-def test_the_list_pages_through_newest_first_both_ways(app, editor):  # noqa: ANN001
+def test_the_list_pages_through_newest_first_both_ways(app, editor):
     add_many(app, 60)
     first = text(editor.get("/admin/posts/"))
     assert titles(first)[0] == "post 59" and len(titles(first)) == 25
@@ -363,7 +363,7 @@ def test_the_list_pages_through_newest_first_both_ways(app, editor):  # noqa: AN
     assert titles(text(editor.get(f"/admin/posts/?after={newer}")))[0] == "post 34"
 
 
-def test_the_list_polls_only_while_a_post_on_it_is_scheduled(app, editor):  # noqa: ANN001
+def test_the_list_polls_only_while_a_post_on_it_is_scheduled(app, editor):
     post_id = new_post(app, status="scheduled", publish_at=datetime.now(UTC))
     assert 'hx-trigger="every 3s"' in text(editor.get("/admin/posts/"))
     with app.app_context():
@@ -378,7 +378,7 @@ def test_the_list_polls_only_while_a_post_on_it_is_scheduled(app, editor):  # no
 XSS_TITLE = '<script>alert("t")</script><img src=x onerror=alert(1)>'
 
 
-def test_a_hostile_title_and_body_are_inert_on_every_page(app, editor):  # noqa: ANN001
+def test_a_hostile_title_and_body_are_inert_on_every_page(app, editor):
     post_id = new_post(app, XSS_TITLE, slug="xss", status="published",
                        published_at=datetime.now(UTC),
                        body='<script>alert("b")</script>[x](javascript:alert(1)) "><svg onload=x>')
@@ -394,12 +394,12 @@ def test_a_hostile_title_and_body_are_inert_on_every_page(app, editor):  # noqa:
     assert "&lt;script&gt;alert(&#34;t&#34;)&lt;/script&gt;" in text(pages[0])
 
 
-def test_the_flash_after_saving_escapes_the_title(app, editor):  # noqa: ANN001
+def test_the_flash_after_saving_escapes_the_title(app, editor):
     response = post_form(editor, "/admin/posts/new", {"title": XSS_TITLE, "slug": "t"})
     assert "<script>" not in text(editor.get(response.location))
 
 
-def test_another_editor_sees_the_post(app, editor):  # noqa: ANN001
+def test_another_editor_sees_the_post(app, editor):
     user_id = add_user(app, "second@example.com")
     post_form(editor, "/admin/posts/new", {"title": "Shared"})
     second = app.test_client()
@@ -407,14 +407,14 @@ def test_another_editor_sees_the_post(app, editor):  # noqa: ANN001
     assert "Shared" in text(second.get("/admin/posts/"))
 
 
-def test_a_later_page_with_a_scheduled_post_polls_that_same_page(app, editor):  # noqa: ANN001
+def test_a_later_page_with_a_scheduled_post_polls_that_same_page(app, editor):
     new_post(app, "Soon", status="scheduled", publish_at=datetime.now(UTC) + timedelta(hours=1))
     add_many(app, 30)
     page = text(editor.get("/admin/posts/?before=7"))
     assert 'hx-get="/admin/posts/rows?before=7"' in page and "Soon" in page
 
 
-def test_status_counts_stop_at_the_cap_and_the_tabs_say_so(app, editor):  # noqa: ANN001
+def test_status_counts_stop_at_the_cap_and_the_tabs_say_so(app, editor):
     from webapp.posts import status_counts
     from webapp.views.posts import _tab_counts
 
@@ -428,7 +428,7 @@ def test_status_counts_stop_at_the_cap_and_the_tabs_say_so(app, editor):  # noqa
     assert 'Draft <span class="count">5</span>' in text(editor.get("/admin/posts/"))
 
 
-def test_writing_scheduling_publishing_and_listing_work_on_sqlite_too(sqlite_app):  # noqa: ANN001
+def test_writing_scheduling_publishing_and_listing_work_on_sqlite_too(sqlite_app):
     client = client_as(sqlite_app, "editor")
     created = post_form(client, "/admin/posts/new", {"title": "On SQLite", "body": "*hi*"})
     assert created.status_code == 303
@@ -450,7 +450,7 @@ def section(page: str, element_id: str) -> str:
     return page.split(f'id="{element_id}"')[1].split("<section")[0]
 
 
-def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app):  # noqa: ANN001
+def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app):
     now = datetime.now(UTC)
     new_post(app, "In an hour", status="scheduled", publish_at=now + timedelta(hours=1))
     new_post(app, "Tomorrow night", status="scheduled", publish_at=now + timedelta(hours=25))
@@ -466,7 +466,7 @@ def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app):  # noqa: A
     assert "/admin/posts/1" in text(client_as(app, "editor").get("/admin/"))
 
 
-def set_leader(app, heartbeat_age: float | None) -> None:  # noqa: ANN001
+def set_leader(app, heartbeat_age: float | None) -> None:
     from webapp.models import LeaderState
     from webapp.scheduling.keys import PUBLISH
 
@@ -478,7 +478,7 @@ def set_leader(app, heartbeat_age: float | None) -> None:  # noqa: ANN001
         db.session.commit()
 
 
-def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(app):  # noqa: ANN001
+def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(app):
     viewer = client_as(app, "viewer")
     summary = lambda: section(text(viewer.get("/admin/live")), "leader-summary")  # noqa: E731
     assert "No publish leader has been elected yet" in summary()

@@ -38,12 +38,12 @@ def published_events() -> list[int]:
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
-def any_app(request, app, sqlite_app):  # noqa: ANN001, ANN201
+def any_app(request, app, sqlite_app):
     """Run a test on PostgreSQL and on SQLite."""
     return app if request.param == "postgresql" else sqlite_app
 
 
-def test_tick_publishes_only_what_is_due_by_the_clock_it_is_given(any_app):  # noqa: ANN001
+def test_tick_publishes_only_what_is_due_by_the_clock_it_is_given(any_app):
     with any_app.app_context():
         add_posts(3, T0, step=timedelta(minutes=1))
         upcoming = publish.tick(T0 + timedelta(seconds=30))
@@ -54,7 +54,7 @@ def test_tick_publishes_only_what_is_due_by_the_clock_it_is_given(any_app):  # n
         assert published_events() == [post.id]
 
 
-def test_tick_unpublishes_posts_whose_time_is_up(any_app):  # noqa: ANN001
+def test_tick_unpublishes_posts_whose_time_is_up(any_app):
     with any_app.app_context():
         add_posts(1, T0, unpublish_at=T0 + timedelta(hours=1))
         assert publish.tick(T0) == T0 + timedelta(hours=1)
@@ -65,7 +65,7 @@ def test_tick_unpublishes_posts_whose_time_is_up(any_app):  # noqa: ANN001
         assert topics == ["post.published", "post.unpublished"]
 
 
-def test_a_big_backlog_is_published_in_batches(any_app):  # noqa: ANN001
+def test_a_big_backlog_is_published_in_batches(any_app):
     with any_app.app_context():
         add_posts(publish.BATCH_SIZE + 10, T0)
         now = T0 + timedelta(seconds=1)
@@ -75,7 +75,7 @@ def test_a_big_backlog_is_published_in_batches(any_app):  # noqa: ANN001
         assert len(published_events()) == publish.BATCH_SIZE + 10
 
 
-def test_a_tick_records_its_last_unit_of_work(app):  # noqa: ANN001
+def test_a_tick_records_its_last_unit_of_work(app):
     with app.app_context():
         db.session.add(LeaderState(key=PUBLISH.value, term=1, holder="x", last_result=""))
         db.session.commit()
@@ -86,7 +86,7 @@ def test_a_tick_records_its_last_unit_of_work(app):  # noqa: ANN001
         assert state.last_work_at == T0
 
 
-def _publish_until_done(url: str, barrier, results) -> None:  # noqa: ANN001
+def _publish_until_done(url: str, barrier, results) -> None:
     """Child process: run the publish tick as fast as possible until nothing is due."""
     from tests.conftest import make_app
 
@@ -104,7 +104,7 @@ def _publish_until_done(url: str, barrier, results) -> None:  # noqa: ANN001
     results.put(ids)
 
 
-def test_two_processes_ticking_at_once_publish_every_post_exactly_once(app, pg_url):  # noqa: ANN001
+def test_two_processes_ticking_at_once_publish_every_post_exactly_once(app, pg_url):
     with app.app_context():
         add_posts(3000, T0)
     ctx = multiprocessing.get_context("spawn")
@@ -126,7 +126,7 @@ def test_two_processes_ticking_at_once_publish_every_post_exactly_once(app, pg_u
         assert set(statuses().values()) == {"published"}
 
 
-def test_a_post_already_published_is_not_published_again(app):  # noqa: ANN001
+def test_a_post_already_published_is_not_published_again(app):
     with app.app_context():
         add_posts(1, T0)
         assert len(publish.publish_due(T0)) == 1
@@ -136,7 +136,7 @@ def test_a_post_already_published_is_not_published_again(app):  # noqa: ANN001
 
 
 @pytest.fixture
-def scheduler(app):  # noqa: ANN001, ANN201
+def scheduler(app):
     """Run a real scheduler thread in this process."""
     running = Scheduler(app)
     running.start()
@@ -144,7 +144,7 @@ def scheduler(app):  # noqa: ANN001, ANN201
     assert running.stop(10)
 
 
-def test_posts_that_fell_due_while_everything_was_down_are_published(app, pg_view):  # noqa: ANN001
+def test_posts_that_fell_due_while_everything_was_down_are_published(app, pg_view):
     with app.app_context():
         add_posts(20, datetime.now(UTC) - timedelta(hours=2))
     with app.app_context():
@@ -161,7 +161,7 @@ def test_posts_that_fell_due_while_everything_was_down_are_published(app, pg_vie
         running.stop(10)
 
 
-def test_scheduling_something_sooner_wakes_the_leader(app, scheduler):  # noqa: ANN001
+def test_scheduling_something_sooner_wakes_the_leader(app, scheduler):
     wait_for(lambda: scheduler.leadership.held, 10, "the scheduler to lead")
     wait_for(lambda: PUBLISH.value in scheduler.due, 10, "a first publish tick")
     with app.app_context():
@@ -180,7 +180,7 @@ def test_scheduling_something_sooner_wakes_the_leader(app, scheduler):  # noqa: 
         assert found.published_at >= found.publish_at
 
 
-def test_scheduler_stop_hands_leadership_over(app, pg_view):  # noqa: ANN001
+def test_scheduler_stop_hands_leadership_over(app, pg_view):
     running = Scheduler(app)
     running.start()
     wait_for(lambda: len(pg_view.holders()) == 2, 10, "the scheduler to take both keys")

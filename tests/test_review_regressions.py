@@ -35,7 +35,7 @@ def field_error(page: str, field: str) -> str:
     return found.group(1) if found else ""
 
 
-def count(app, model) -> int:  # noqa: ANN001
+def count(app, model) -> int:
     with app.app_context():
         return db.session.scalar(sa.select(sa.func.count()).select_from(model))
 
@@ -58,7 +58,7 @@ def count(app, model) -> int:  # noqa: ANN001
     ({"name": ""}, "name", "Give the timer a name."),
 ])
 def test_a_timer_with_huge_numbers_or_far_off_dates_is_refused_next_to_the_field(
-        app, changes: dict, field: str, message: str):  # noqa: ANN001
+        app, changes: dict, field: str, message: str):
     client = client_as(app, "editor")
     response = post_form(client, "/admin/timers/new", {**TIMER, **changes})
     assert response.status_code == 422
@@ -71,7 +71,7 @@ def test_a_timer_with_huge_numbers_or_far_off_dates_is_refused_next_to_the_field
     (5, "minutes", "Pacific/Kiritimati", datetime(9999, 12, 31, 9, 59, tzinfo=UTC)),
 ])
 def test_a_timer_whose_slots_run_past_year_9999_still_shows_its_pages(
-        app, every: int, unit: str, zone: str, start: datetime):  # noqa: ANN001
+        app, every: int, unit: str, zone: str, start: datetime):
     client = client_as(app, "editor")
     with app.app_context():  # stored before the form refused such times
         timer = Timer(name="Edge", plugin="housekeeping", action="trim", params={},
@@ -86,7 +86,7 @@ def test_a_timer_whose_slots_run_past_year_9999_still_shows_its_pages(
     assert client.get("/admin/timers/").status_code == 200
 
 
-def test_a_plugins_own_timer_keeps_its_action(app):  # noqa: ANN001
+def test_a_plugins_own_timer_keeps_its_action(app):
     client = client_as(app, "editor")
     with app.app_context():
         ensure_default_timers(datetime.now(UTC))
@@ -104,7 +104,7 @@ def test_a_plugins_own_timer_keeps_its_action(app):  # noqa: ANN001
 # NUL characters and lone surrogates ---------------------------------------------------
 
 
-def test_a_nul_character_in_a_form_or_search_is_refused_with_a_message(app):  # noqa: ANN001
+def test_a_nul_character_in_a_form_or_search_is_refused_with_a_message(app):
     client = client_as(app, "editor")
     response = post_form(client, "/admin/posts/new", {"title": "Hi\x00", "slug": "", "body": ""})
     assert response.status_code == 400
@@ -119,7 +119,7 @@ def test_a_nul_character_in_a_form_or_search_is_refused_with_a_message(app):  # 
 
 
 @pytest.mark.parametrize("raw", ['{"title": "Hi\\u0000"}', '{"title": "Hi\\ud800"}'])
-def test_the_api_refuses_text_no_database_can_store_naming_the_field(app, raw: str):  # noqa: ANN001
+def test_the_api_refuses_text_no_database_can_store_naming_the_field(app, raw: str):
     api = Api(app)
     response = api("POST", "/api/posts", raw=raw)
     assert response.status_code == 422
@@ -127,7 +127,7 @@ def test_the_api_refuses_text_no_database_can_store_naming_the_field(app, raw: s
     assert count(app, Post) == 0
 
 
-def test_the_api_refuses_a_nul_in_a_webhook_description(app):  # noqa: ANN001
+def test_the_api_refuses_a_nul_in_a_webhook_description(app):
     api = Api(app)
     response = api("POST", "/api/webhooks", role="admin", body={
         "url": "https://93.184.216.34/hook", "events": ["post.published"],
@@ -142,7 +142,7 @@ def test_the_api_refuses_a_nul_in_a_webhook_description(app):  # noqa: ANN001
 
 @pytest.mark.parametrize("moment", ["9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00",
                                     "9999-12-31T23:30:00Z"])
-def test_the_api_refuses_a_publish_time_at_the_end_of_the_calendar(app, moment: str):  # noqa: ANN001
+def test_the_api_refuses_a_publish_time_at_the_end_of_the_calendar(app, moment: str):
     api = Api(app)
     response = api("POST", "/api/posts", body={"title": "Far", "publish_at": moment})
     assert response.status_code == 422
@@ -150,7 +150,7 @@ def test_the_api_refuses_a_publish_time_at_the_end_of_the_calendar(app, moment: 
     assert count(app, Post) == 0
 
 
-def test_a_post_stored_near_year_9999_does_not_break_the_pages_east_of_utc(app):  # noqa: ANN001
+def test_a_post_stored_near_year_9999_does_not_break_the_pages_east_of_utc(app):
     client = app.test_client()
     sign_in(app, client, add_user(app, "paris@example.com", "editor", timezone="Europe/Paris"))
     with app.app_context():
@@ -166,7 +166,7 @@ def test_a_post_stored_near_year_9999_does_not_break_the_pages_east_of_utc(app):
 # ids beyond any column, failed flushes, logged parameters --------------------------------
 
 
-def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):  # noqa: ANN001
+def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):
     huge = "99999999999999999999"
     client = client_as(sqlite_app, "admin", "web-admin@example.com")
     assert client.get(f"/admin/timers/{huge}").status_code == 404
@@ -177,9 +177,9 @@ def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):  # noqa: ANN001
     assert api("POST", f"/api/timers/{huge}/run").status_code == 404
 
 
-def test_an_unexpected_error_after_a_failed_flush_still_shows_the_error_page(app):  # noqa: ANN001
+def test_an_unexpected_error_after_a_failed_flush_still_shows_the_error_page(app):
     @app.get("/review-failed-flush")
-    def failed_flush():  # noqa: ANN202
+    def failed_flush():
         db.session.commit()  # expires the signed-in user, as views that commit do
         db.session.add(User(email=current_user.email, role="viewer", active=True))
         db.session.flush()  # a duplicate email: the session now needs a rollback
@@ -191,14 +191,14 @@ def test_an_unexpected_error_after_a_failed_flush_still_shows_the_error_page(app
     assert "editor@example.com" in text(response)  # the page still knows who is signed in
 
 
-def test_a_database_error_does_not_carry_the_statements_values_into_the_log(app):  # noqa: ANN001
+def test_a_database_error_does_not_carry_the_statements_values_into_the_log(app):
     with app.app_context(), pytest.raises(sa.exc.DBAPIError) as caught:
         db.session.execute(sa.text("SELECT CAST(:secret AS text), 1 / 0"),
                            {"secret": "whsec-do-not-log"})
     assert "whsec-do-not-log" not in str(caught.value)
 
 
-def test_an_oversized_body_is_reported_with_its_size_rounded_up(app):  # noqa: ANN001
+def test_an_oversized_body_is_reported_with_its_size_rounded_up(app):
     client = client_as(app, "editor")
     response = post_form(client, "/admin/posts/new",
                          {"title": "Big", "slug": "", "body": "x" * 200_001})
@@ -210,7 +210,7 @@ def test_an_oversized_body_is_reported_with_its_size_rounded_up(app):  # noqa: A
 
 
 @pytest.mark.parametrize("action", ["step-down", "evict"])
-def test_a_head_request_never_steps_down_or_evicts_a_leader(app, pg_url, action: str):  # noqa: ANN001
+def test_a_head_request_never_steps_down_or_evicts_a_leader(app, pg_url, action: str):
     client = client_as(app, "admin")
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn, term=3)
@@ -222,13 +222,13 @@ def test_a_head_request_never_steps_down_or_evicts_a_leader(app, pg_url, action:
         assert db.session.scalar(sa.select(sa.func.count(LeaderEvent.id))) == 0
 
 
-def test_a_head_request_on_the_sign_in_page_is_not_a_failed_sign_in(app):  # noqa: ANN001
+def test_a_head_request_on_the_sign_in_page_is_not_a_failed_sign_in(app):
     client = app.test_client()
     assert client.head("/login").status_code == 200
     assert count(app, LoginFailure) == 0
 
 
-def test_head_requests_on_edit_forms_answer_like_get(app):  # noqa: ANN001
+def test_head_requests_on_edit_forms_answer_like_get(app):
     client = client_as(app, "editor")
     with app.app_context():
         post = Post(title="Kept", slug="kept", body="", status="draft", version=1)
@@ -240,7 +240,7 @@ def test_head_requests_on_edit_forms_answer_like_get(app):  # noqa: ANN001
 
 
 @pytest.mark.parametrize("page", ["²", "①"])
-def test_the_api_refuses_a_page_of_unicode_digits(app, page: str):  # noqa: ANN001
+def test_the_api_refuses_a_page_of_unicode_digits(app, page: str):
     response = Api(app)("GET", f"/api/posts?page={page}", role="viewer")
     assert response.status_code == 422
     assert response.get_json()["field"] == "page"
@@ -253,7 +253,7 @@ def test_a_lock_session_named_with_unicode_digits_is_not_taken_for_ours():
     assert parse_identity("soloist:web:42") == ("web", 42)
 
 
-def test_json_nested_too_deeply_is_refused_not_a_crash(app):  # noqa: ANN001
+def test_json_nested_too_deeply_is_refused_not_a_crash(app):
     api = Api(app)
     response = api("POST", "/api/posts", raw="[" * 100_000 + "]" * 100_000)
     assert response.status_code == 400

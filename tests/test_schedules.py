@@ -89,7 +89,7 @@ def test_every_n_hours_counts_real_time_across_dst():
     days(3, datetime(2026, 3, 1, 8, 15, tzinfo=PARIS), "Europe/Paris"),
     Schedule("every", "UTC", every=90, unit="seconds", start_at=utc(2026, 3, 1)),
 ], ids=["cron", "days", "seconds"])
-def test_latest_slot_at_or_before_agrees_with_the_next_slots(schedule):  # noqa: ANN001
+def test_latest_slot_at_or_before_agrees_with_the_next_slots(schedule):
     slots = schedule.upcoming(utc(2026, 3, 6), 40)
     for before, slot in zip(slots, slots[1:], strict=False):
         assert schedule.latest_at_or_before(slot) == slot

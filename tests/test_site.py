@@ -17,7 +17,7 @@ ATOM = "{http://www.w3.org/2005/Atom}"
 T0 = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 
 
-def add_published(app, count: int) -> None:  # noqa: ANN001
+def add_published(app, count: int) -> None:
     """Insert count published posts, one a minute from T0."""
     with app.app_context():
         db.session.execute(sa.insert(Post), [
@@ -31,7 +31,7 @@ def listed(page: str) -> list[str]:
     return [chunk.split("</a>")[0].split(">")[-1] for chunk in page.split("<h2><a")[1:]]
 
 
-def test_the_home_page_lists_published_posts_newest_first_twenty_a_page(app):  # noqa: ANN001
+def test_the_home_page_lists_published_posts_newest_first_twenty_a_page(app):
     add_published(app, 25)
     new_post(app, "A draft")
     client = app.test_client()
@@ -44,12 +44,12 @@ def test_the_home_page_lists_published_posts_newest_first_twenty_a_page(app):  #
 
 
 @pytest.mark.parametrize("page", ["0", "-3", "abc", "99999999999999999999", "3"])
-def test_odd_page_numbers_give_a_page_not_an_error(app, page):  # noqa: ANN001
+def test_odd_page_numbers_give_a_page_not_an_error(app, page):
     add_published(app, 3)
     assert app.test_client().get(f"/?page={page}").status_code == 200
 
 
-def test_a_post_page_shows_the_rendered_body(app):  # noqa: ANN001
+def test_a_post_page_shows_the_rendered_body(app):
     add_published(app, 1)
     response = app.test_client().get("/posts/post-0")
     assert response.status_code == 200
@@ -57,7 +57,7 @@ def test_a_post_page_shows_the_rendered_body(app):  # noqa: ANN001
 
 
 @pytest.mark.parametrize("status", ["draft", "scheduled", "unpublished"])
-def test_posts_that_are_not_published_are_404_to_the_public(app, status):  # noqa: ANN001
+def test_posts_that_are_not_published_are_404_to_the_public(app, status):
     new_post(app, "Secret", slug="secret", status=status,
              publish_at=datetime.now(UTC) - timedelta(seconds=5))
     client = app.test_client()
@@ -67,7 +67,7 @@ def test_posts_that_are_not_published_are_404_to_the_public(app, status):  # noq
     assert client.get("/posts/no-such-post").status_code == 404
 
 
-def test_the_feed_is_atom_with_the_latest_published_posts(app):  # noqa: ANN001
+def test_the_feed_is_atom_with_the_latest_published_posts(app):
     add_published(app, 25)
     new_post(app, "Draft <b>", slug="draft")
     response = app.test_client().get("/feed.xml")
@@ -81,12 +81,12 @@ def test_the_feed_is_atom_with_the_latest_published_posts(app):  # noqa: ANN001
     assert feed.findtext(f"{ATOM}updated") == (T0 + timedelta(minutes=24)).isoformat()
 
 
-def test_an_empty_feed_is_still_valid_atom(app):  # noqa: ANN001
+def test_an_empty_feed_is_still_valid_atom(app):
     feed = ET.fromstring(app.test_client().get("/feed.xml").data)
     assert feed.findall(f"{ATOM}entry") == [] and feed.findtext(f"{ATOM}updated")
 
 
-def test_a_post_published_by_another_process_shows_at_once_everywhere(app, pg_url):  # noqa: ANN001
+def test_a_post_published_by_another_process_shows_at_once_everywhere(app, pg_url):
     other_worker = make_app(pg_url)  # another worker: its own engine, pool and app
     here, there = app.test_client(), other_worker.test_client()
     new_post(app, "Fresh", slug="fresh", status="scheduled", publish_at=T0)
@@ -101,7 +101,7 @@ def test_a_post_published_by_another_process_shows_at_once_everywhere(app, pg_ur
         db.engine.dispose()
 
 
-def test_readers_get_no_session_cookie_so_public_pages_stay_cacheable(app):  # noqa: ANN001
+def test_readers_get_no_session_cookie_so_public_pages_stay_cacheable(app):
     add_published(app, 1)
     client = app.test_client()
     with app.app_context():

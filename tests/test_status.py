@@ -42,7 +42,7 @@ PASSWORD_HASH = generate_password_hash(PASSWORD, method="pbkdf2:sha256:1000")
 
 # helpers shared with the other leader-view test modules -------------------------------
 
-def make_user(app, email: str, role: str, active: bool = True) -> int:  # noqa: ANN001
+def make_user(app, email: str, role: str, active: bool = True) -> int:
     """Create a user in the app's database; return its id."""
     with app.app_context():
         user = User(email=email, role=role, active=active, password_hash=PASSWORD_HASH)
@@ -56,7 +56,7 @@ def csrf_from(html: str) -> str:
     return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
 
 
-def login(client, email: str) -> None:  # noqa: ANN001
+def login(client, email: str) -> None:
     """Sign in through the real form, CSRF token included."""
     token = csrf_from(client.get("/login").get_data(as_text=True))
     response = client.post("/login", data={"email": email, "password": PASSWORD,
@@ -78,7 +78,7 @@ def holding(url: str, name: str, *keys: int, dbname: str | None = None):
         conn.close()
 
 
-def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,  # noqa: ANN001
+def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,
                 heartbeat_age: float = 0.0) -> None:
     """Record conn's backend as key's holder the way the scheduler does."""
     with app.app_context():
@@ -91,13 +91,13 @@ def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,  # noqa:
         db.session.commit()
 
 
-def row(snap, name: str):  # noqa: ANN001, ANN201
+def row(snap, name: str):
     return next(k for k in snap.keys if k.key.name == name)
 
 
 # pg_locks decoding against real sessions ----------------------------------------------
 
-def test_snapshot_names_the_session_holding_each_key_and_the_rest_as_standbys(app, pg_url):  # noqa: ANN001
+def test_snapshot_names_the_session_holding_each_key_and_the_rest_as_standbys(app, pg_url):
     with holding(pg_url, "soloist:web.1:111", PUBLISH_KEY), \
             holding(pg_url, "soloist:web.2:222", PLUGINS_KEY), \
             holding(pg_url, "soloist:web.3:333"), holding(pg_url, "psql"), app.app_context():
@@ -113,7 +113,7 @@ def test_snapshot_names_the_session_holding_each_key_and_the_rest_as_standbys(ap
         "soloist:web.1:111", "soloist:web.2:222", "soloist:web.3:333"}  # not psql
 
 
-def test_snapshot_decodes_full_64_bit_keys(app, pg_url, monkeypatch):  # noqa: ANN001
+def test_snapshot_decodes_full_64_bit_keys(app, pg_url, monkeypatch):
     value = derive_key("test-negative")
     while value >= 0:  # a key with the sign bit set exercises classid's high bit
         value = derive_key(f"test-{value}")
@@ -124,7 +124,7 @@ def test_snapshot_decodes_full_64_bit_keys(app, pg_url, monkeypatch):  # noqa: A
     assert row(snap, "publish").holder is None
 
 
-def test_snapshot_ignores_other_databases_and_two_int_locks(app, pg_url):  # noqa: ANN001
+def test_snapshot_ignores_other_databases_and_two_int_locks(app, pg_url):
     # the same bigint key in another database, and (0, key) taken as two int4s (objsubid 2)
     with holding(pg_url, "soloist:elsewhere:1", PUBLISH_KEY, dbname="test"), \
             holding(pg_url, "soloist:twoints:2") as conn:
@@ -135,7 +135,7 @@ def test_snapshot_ignores_other_databases_and_two_int_locks(app, pg_url):  # noq
     assert [s.application_name for s in snap.sessions] == ["soloist:twoints:2"]
 
 
-def test_snapshot_reads_term_and_marks_an_old_heartbeat_stale(app, pg_url):  # noqa: ANN001
+def test_snapshot_reads_term_and_marks_an_old_heartbeat_stale(app, pg_url):
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY, PLUGINS_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn, term=7, heartbeat_age=30)
         record_term(app, PLUGINS_KEY, conn, term=2, heartbeat_age=0.5)
@@ -148,7 +148,7 @@ def test_snapshot_reads_term_and_marks_an_old_heartbeat_stale(app, pg_url):  # n
     assert plugins.holder.term == 2 and not plugins.holder.stale
 
 
-def test_history_says_how_long_each_leader_held(app, pg_url):  # noqa: ANN001
+def test_history_says_how_long_each_leader_held(app, pg_url):
     with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn, app.app_context():
         record_term(app, PUBLISH_KEY, conn, term=2)
         now = db.session.scalar(sa.text("SELECT now()"))
@@ -171,7 +171,7 @@ def test_history_says_how_long_each_leader_held(app, pg_url):  # noqa: ANN001
 
 # the page and its fragment -------------------------------------------------------------
 
-def test_status_page_shows_holder_standbys_history_and_as_of_time(app, pg_url):  # noqa: ANN001
+def test_status_page_shows_holder_standbys_history_and_as_of_time(app, pg_url):
     make_user(app, "viewer@example.com", "viewer")
     client = app.test_client()
     login(client, "viewer@example.com")
@@ -191,7 +191,7 @@ def test_status_page_shows_holder_standbys_history_and_as_of_time(app, pg_url): 
     assert "Step down" not in html  # viewers see no ops actions
 
 
-def test_fragment_renders_the_live_part_alone_and_polls_slower_when_hidden(app):  # noqa: ANN001
+def test_fragment_renders_the_live_part_alone_and_polls_slower_when_hidden(app):
     make_user(app, "viewer@example.com", "viewer")
     client = app.test_client()
     login(client, "viewer@example.com")
@@ -204,18 +204,18 @@ def test_fragment_renders_the_live_part_alone_and_polls_slower_when_hidden(app):
     assert "Connection lost" in html  # shown by CSS when a poll fails
 
 
-def test_fragment_polled_after_sign_out_sends_the_page_to_sign_in(app):  # noqa: ANN001
+def test_fragment_polled_after_sign_out_sends_the_page_to_sign_in(app):
     response = app.test_client().get("/status/live", headers={"HX-Request": "true"})
     assert response.status_code == 401
     assert response.headers["HX-Redirect"].startswith("/login")
 
 
-def test_status_page_needs_sign_in(app):  # noqa: ANN001
+def test_status_page_needs_sign_in(app):
     response = app.test_client().get("/status/")
     assert response.status_code == 302 and "/login" in response.headers["Location"]
 
 
-def test_sqlite_status_shows_file_lock_holders_and_says_single_host(sqlite_app, sqlite_url):  # noqa: ANN001
+def test_sqlite_status_shows_file_lock_holders_and_says_single_host(sqlite_app, sqlite_url):
     make_user(sqlite_app, "viewer@example.com", "viewer")
     client = sqlite_app.test_client()
     login(client, "viewer@example.com")
@@ -238,7 +238,7 @@ def test_sqlite_status_shows_file_lock_holders_and_says_single_host(sqlite_app, 
 
 @pytest.mark.parametrize("role", ["viewer", "editor"])
 @pytest.mark.parametrize("action", ["step-down", "evict"])
-def test_ops_actions_are_refused_below_admin(app, pg_url, role, action):  # noqa: ANN001
+def test_ops_actions_are_refused_below_admin(app, pg_url, role, action):
     make_user(app, "someone@example.com", role)
     client = app.test_client()
     login(client, "someone@example.com")
@@ -253,7 +253,7 @@ def test_ops_actions_are_refused_below_admin(app, pg_url, role, action):  # noqa
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LeaderEvent)) == 0
 
 
-def test_ops_actions_send_anonymous_users_to_sign_in(app):  # noqa: ANN001
+def test_ops_actions_send_anonymous_users_to_sign_in(app):
     client = app.test_client()
     token = csrf_from(client.get("/login").get_data(as_text=True))
     for action in ("step-down", "evict"):
@@ -264,14 +264,14 @@ def test_ops_actions_send_anonymous_users_to_sign_in(app):  # noqa: ANN001
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LeaderEvent)) == 0
 
 
-def admin_client(app):  # noqa: ANN001, ANN201
+def admin_client(app):
     make_user(app, "admin@example.com", "admin")
     client = app.test_client()
     login(client, "admin@example.com")
     return client
 
 
-def test_step_down_asks_the_holder_records_who_and_wakes_it(app, pg_url):  # noqa: ANN001
+def test_step_down_asks_the_holder_records_who_and_wakes_it(app, pg_url):
     client = admin_client(app)
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn, \
             holding(pg_url, "listener") as listener:
@@ -293,7 +293,7 @@ def test_step_down_asks_the_holder_records_who_and_wakes_it(app, pg_url):  # noq
                                                             "by admin@example.com")
 
 
-def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, pg_url):  # noqa: ANN001
+def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, pg_url):
     client = admin_client(app)
     with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)
@@ -305,7 +305,7 @@ def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, pg_u
         assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested
 
 
-def test_evict_terminates_the_holders_lock_session_and_records_who(app, pg_url):  # noqa: ANN001
+def test_evict_terminates_the_holders_lock_session_and_records_who(app, pg_url):
     client = admin_client(app)
     with holding(pg_url, "soloist:stuck:9", PUBLISH_KEY, PLUGINS_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn, term=5, heartbeat_age=60)
@@ -326,7 +326,7 @@ def test_evict_terminates_the_holders_lock_session_and_records_who(app, pg_url):
         (PLUGINS_KEY, "evicted", "soloist:stuck:9", "by admin@example.com")])
 
 
-def test_evict_without_a_holder_says_so(app):  # noqa: ANN001
+def test_evict_without_a_holder_says_so(app):
     client = admin_client(app)
     page = client.get("/status/plugins/evict").get_data(as_text=True)
     assert "Nobody leads the plugins key" in page
@@ -335,7 +335,7 @@ def test_evict_without_a_holder_says_so(app):  # noqa: ANN001
     assert "Nobody leads the plugins key" in response.get_data(as_text=True)
 
 
-def test_ops_actions_refuse_a_post_without_the_csrf_token(app, pg_url):  # noqa: ANN001
+def test_ops_actions_refuse_a_post_without_the_csrf_token(app, pg_url):
     client = admin_client(app)
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)
@@ -347,7 +347,7 @@ def test_ops_actions_refuse_a_post_without_the_csrf_token(app, pg_url):  # noqa:
         assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested
 
 
-def test_unknown_key_or_action_is_404(app):  # noqa: ANN001
+def test_unknown_key_or_action_is_404(app):
     client = admin_client(app)
     assert client.get("/status/nosuchkey/evict").status_code == 404
     assert client.get("/status/publish/explode").status_code == 404
@@ -355,7 +355,7 @@ def test_unknown_key_or_action_is_404(app):  # noqa: ANN001
 
 # health checks ---------------------------------------------------------------------------
 
-def test_healthz_and_readyz_answer_without_sign_in(app):  # noqa: ANN001
+def test_healthz_and_readyz_answer_without_sign_in(app):
     client = app.test_client()
     assert client.get("/healthz").get_json() == {"status": "ok"}
     response = client.get("/readyz")
@@ -432,7 +432,7 @@ class WebSession:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):  # noqa: ANN001, ANN201
+def fleet(tmp_path_factory):
     """Two instances kept for the module; each test waits for them to settle first."""
     _postgres_or_skip()
     fleet = Fleet(tmp_path_factory.mktemp("fleet"), LEADER_STALE_SECONDS="120")
@@ -448,7 +448,7 @@ def holders_on_page(html: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_two_instances_show_one_holder_per_key_and_the_other_standing_by(fleet):  # noqa: ANN001
+def test_two_instances_show_one_holder_per_key_and_the_other_standing_by(fleet):
     fleet.wait_settled()
     holders = {"publish": fleet.view.holder(PUBLISH_KEY), "plugins": fleet.view.holder(PLUGINS_KEY)}
     sessions = set(fleet.view.lock_sessions())
@@ -464,7 +464,7 @@ def test_two_instances_show_one_holder_per_key_and_the_other_standing_by(fleet):
 
 
 @pytest.mark.slow
-def test_step_down_moves_leadership_to_the_standby(fleet):  # noqa: ANN001
+def test_step_down_moves_leadership_to_the_standby(fleet):
     fleet.wait_settled()
     old = fleet.view.holder(PUBLISH_KEY)
     web = WebSession(fleet.instances[0].url, fleet.ADMIN)
@@ -483,7 +483,7 @@ def test_step_down_moves_leadership_to_the_standby(fleet):  # noqa: ANN001
 
 
 @pytest.mark.slow
-def test_evict_moves_leadership_off_a_frozen_holder(fleet):  # noqa: ANN001
+def test_evict_moves_leadership_off_a_frozen_holder(fleet):
     fleet.wait_settled()
     frozen = fleet.view.holder(PUBLISH_KEY)
     web = WebSession(fleet.other_than(frozen).url, fleet.ADMIN)
@@ -504,7 +504,7 @@ def test_evict_moves_leadership_off_a_frozen_holder(fleet):  # noqa: ANN001
     fleet.wait_settled()  # the thawed process reconnects and stands by
 
 
-def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):  # noqa: ANN001
+def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):
     from tests.test_auth import client_as
 
     admin, viewer = client_as(app, "admin"), client_as(app, "viewer", "v@example.com")
@@ -513,7 +513,7 @@ def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):  # 
         assert "<th>Actions</th>" not in viewer.get("/status/live").get_data(as_text=True)
 
 
-def test_step_down_without_the_confirmed_holder_does_nothing(app, pg_url):  # noqa: ANN001
+def test_step_down_without_the_confirmed_holder_does_nothing(app, pg_url):
     client = admin_client(app)
     with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)

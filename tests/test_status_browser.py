@@ -12,7 +12,7 @@ from tests.test_status import PASSWORD, fleet  # noqa: F401  (the module's two i
 pytestmark = pytest.mark.slow
 
 
-def open_status(browser, base: str):  # noqa: ANN001, ANN201
+def open_status(browser, base: str):
     """Sign in as the fleet's admin in a fresh page and open the status page."""
     page = browser.new_page()
     page.goto(f"{base}/login?next=/status/")
@@ -23,12 +23,12 @@ def open_status(browser, base: str):  # noqa: ANN001, ANN201
     return page
 
 
-def shown_holder(page) -> str | None:  # noqa: ANN001
+def shown_holder(page) -> str | None:
     return page.get_attribute('tr[data-key="publish"] [data-holder]', "data-holder")
 
 
 def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_killed(
-        browser, fleet):  # noqa: ANN001, F811
+        browser, fleet):  # noqa: F811
     fleet.wait_settled()
     old = fleet.view.holder(PUBLISH_KEY)
     page = open_status(browser, fleet.other_than(old).url)
@@ -49,7 +49,7 @@ def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_kil
         page.close()
 
 
-def test_status_page_says_connection_lost_and_keeps_the_last_state(browser, fleet):  # noqa: ANN001, F811
+def test_status_page_says_connection_lost_and_keeps_the_last_state(browser, fleet):  # noqa: F811
     # the last test of the module: it stops the instance the page polls
     fleet.wait_settled()
     watched = fleet.instances[0]

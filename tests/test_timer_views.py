@@ -24,12 +24,12 @@ def add_user(email: str, role: str, timezone: str = "UTC") -> None:
     db.session.commit()
 
 
-def csrf_token(client, path: str = "/login") -> str:  # noqa: ANN001
+def csrf_token(client, path: str = "/login") -> str:
     """Return a CSRF token from a page's form."""
     return TOKEN.search(client.get(path).get_data(as_text=True)).group(1)
 
 
-def sign_in(app, role: str, timezone: str = "UTC"):  # noqa: ANN001, ANN201
+def sign_in(app, role: str, timezone: str = "UTC"):
     """Return a test client signed in as a new user with role."""
     email = f"{role}@example.com"
     with app.app_context():
@@ -41,7 +41,7 @@ def sign_in(app, role: str, timezone: str = "UTC"):  # noqa: ANN001, ANN201
     return client
 
 
-def post(client, path: str, data: dict | None = None):  # noqa: ANN001, ANN201
+def post(client, path: str, data: dict | None = None):
     """POST a form with a valid CSRF token, as the page would."""
     return client.post(path, data={**(data or {}), "csrf_token": csrf_token(client, "/settings")})
 
@@ -52,12 +52,12 @@ FORM = {"name": "Nightly sitemap", "action": "sitemap.rebuild", "params": "{}", 
         "max_runtime_seconds": "300", "max_failures": "5"}
 
 
-def timer_count(app) -> int:  # noqa: ANN001
+def timer_count(app) -> int:
     with app.app_context():
         return db.session.scalar(sa.select(sa.func.count(Timer.id)))
 
 
-def test_a_viewer_can_neither_see_nor_create_timers(app):  # noqa: ANN001
+def test_a_viewer_can_neither_see_nor_create_timers(app):
     client = sign_in(app, "viewer")
     assert client.get("/admin/timers/").status_code == 403
     assert post(client, "/admin/timers/new", FORM).status_code == 403
@@ -65,7 +65,7 @@ def test_a_viewer_can_neither_see_nor_create_timers(app):  # noqa: ANN001
     assert "/admin/timers/" not in client.get("/admin/").get_data(as_text=True)
 
 
-def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app):  # noqa: ANN001
+def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app):
     client = sign_in(app, "editor", timezone="Europe/Paris")
     response = post(client, "/admin/timers/new", FORM)
     assert response.status_code == 303
@@ -91,7 +91,7 @@ def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app):
     ("run_at", "tomorrow-ish", "Give a date and time"),
 ])
 def test_the_timer_form_refuses_bad_input_next_to_the_field_and_keeps_it(
-        app, field: str, value: str, message: str):  # noqa: ANN001
+        app, field: str, value: str, message: str):
     client = sign_in(app, "editor")
     kind = {"every": "every", "run_at": "once"}.get(field, "cron")
     response = post(client, "/admin/timers/new", {**FORM, "kind": kind, field: value})
@@ -103,7 +103,7 @@ def test_the_timer_form_refuses_bad_input_next_to_the_field_and_keeps_it(
     assert timer_count(app) == 0
 
 
-def test_run_now_pause_and_resume_need_csrf_and_redirect_after_the_post(app):  # noqa: ANN001
+def test_run_now_pause_and_resume_need_csrf_and_redirect_after_the_post(app):
     client = sign_in(app, "editor")
     post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
@@ -122,7 +122,7 @@ def test_run_now_pause_and_resume_need_csrf_and_redirect_after_the_post(app):  #
         assert not db.session.get(Timer, timer_id).paused
 
 
-def test_the_detail_page_shows_the_run_history_with_its_instance(app):  # noqa: ANN001
+def test_the_detail_page_shows_the_run_history_with_its_instance(app):
     client = sign_in(app, "editor")
     post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
@@ -135,7 +135,7 @@ def test_the_detail_page_shows_the_run_history_with_its_instance(app):  # noqa: 
     assert "succeeded" in fragment and "web.7" in fragment and "0 posts listed" in fragment
 
 
-def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app):  # noqa: ANN001
+def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app):
     client = sign_in(app, "editor")
     post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
@@ -153,7 +153,7 @@ def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app):  # no
         assert timer.next_run_at - datetime.now(UTC) <= timedelta(hours=2)
 
 
-def test_only_admins_see_the_webhooks_page(app):  # noqa: ANN001
+def test_only_admins_see_the_webhooks_page(app):
     for role in ("viewer", "editor"):
         client = sign_in(app, role)
         assert client.get("/admin/webhooks/").status_code == 403
@@ -163,7 +163,7 @@ def test_only_admins_see_the_webhooks_page(app):  # noqa: ANN001
     assert "/admin/webhooks/" in admin.get("/admin/").get_data(as_text=True)
 
 
-def test_only_admins_switch_plugins_off(app):  # noqa: ANN001
+def test_only_admins_switch_plugins_off(app):
     editor = sign_in(app, "editor")
     assert editor.get("/admin/plugins/").status_code == 200
     assert post(editor, "/admin/plugins/sitemap/disable").status_code == 403
@@ -173,7 +173,7 @@ def test_only_admins_switch_plugins_off(app):  # noqa: ANN001
     assert re.search(r'id="plugin-sitemap".*?badge paused">off', page, re.S)
 
 
-def test_a_once_at_time_the_clocks_skip_is_refused_like_a_posts(app):  # noqa: ANN001
+def test_a_once_at_time_the_clocks_skip_is_refused_like_a_posts(app):
     from webapp.plugins.timers import parse_moment
     from webapp.timezones import TimeInputError
 

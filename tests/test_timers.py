@@ -26,7 +26,7 @@ RELEASE = threading.Event()
 
 
 @probe.action("record", params=[Param("path", "str", "")])
-def record(ctx, path: str = "") -> str:  # noqa: ANN001
+def record(ctx, path: str = "") -> str:
     """Remember the slot (and append it to path, for other processes to read)."""
     RECORDED.append((ctx.timer_id, ctx.scheduled_for))
     if path:
@@ -36,18 +36,18 @@ def record(ctx, path: str = "") -> str:  # noqa: ANN001
 
 
 @probe.action("block")
-def block(ctx) -> None:  # noqa: ANN001
+def block(ctx) -> None:
     """Wait until the test lets go."""
     RELEASE.wait(30)
 
 
 @probe.action("fail")
-def fail(ctx) -> None:  # noqa: ANN001
+def fail(ctx) -> None:
     raise RuntimeError("the probe failed on purpose")
 
 
 @pytest.fixture
-def engine(app):  # noqa: ANN001, ANN201
+def engine(app):
     """An app with the probe plugin and the built-in plugins switched off."""
     RECORDED.clear()
     RELEASE.clear()
@@ -61,7 +61,7 @@ def engine(app):  # noqa: ANN001, ANN201
     registry.unregister("probe")
 
 
-def make_timer(action: str = "probe.record", **fields) -> Timer:  # noqa: ANN003
+def make_timer(action: str = "probe.record", **fields) -> Timer:
     data = {"name": "t", "action": action, "kind": "every", "every": "10", "unit": "seconds",
             "start_at": T0.isoformat(), "timezone": "UTC", "misfire": "run_once",
             "grace_seconds": "60", "max_runtime_seconds": "300", "max_failures": "3"}
@@ -80,7 +80,7 @@ def settled(timer: Timer) -> list[TimerRun]:
     return runs(timer)
 
 
-def test_a_due_slot_runs_once_and_the_next_run_comes_from_the_schedule(engine):  # noqa: ANN001
+def test_a_due_slot_runs_once_and_the_next_run_comes_from_the_schedule(engine):
     timer = make_timer()
     assert timer.next_run_at == T0
     assert timers.tick(T0 - timedelta(seconds=5)) == T0
@@ -95,7 +95,7 @@ def test_a_due_slot_runs_once_and_the_next_run_comes_from_the_schedule(engine): 
     assert [(timer.id, T0)] == RECORDED
 
 
-def test_after_an_outage_run_once_catches_up_with_a_single_run(engine):  # noqa: ANN001
+def test_after_an_outage_run_once_catches_up_with_a_single_run(engine):
     timer = make_timer(every=1, unit="minutes")
     back = T0 + timedelta(hours=2, seconds=30)
     upcoming = timers.tick(back, "web.1")
@@ -106,7 +106,7 @@ def test_after_an_outage_run_once_catches_up_with_a_single_run(engine):  # noqa:
     assert [(timer.id, T0 + timedelta(hours=2))] == RECORDED
 
 
-def test_after_an_outage_skip_records_the_missed_slot_and_waits_for_the_next(engine):  # noqa: ANN001
+def test_after_an_outage_skip_records_the_missed_slot_and_waits_for_the_next(engine):
     timer = make_timer(every=1, unit="minutes", misfire="skip")
     upcoming = timers.tick(T0 + timedelta(hours=2, seconds=30))
     [run] = settled(timer)
@@ -117,7 +117,7 @@ def test_after_an_outage_skip_records_the_missed_slot_and_waits_for_the_next(eng
     assert [r.status for r in settled(timer)] == ["skipped", "succeeded"]
 
 
-def test_a_slot_late_by_more_than_the_grace_window_is_a_misfire(engine):  # noqa: ANN001
+def test_a_slot_late_by_more_than_the_grace_window_is_a_misfire(engine):
     timer = make_timer(every=1, unit="hours", misfire="skip", grace_seconds=30)
     timers.tick(T0 + timedelta(seconds=29))
     timers.tick(T0 + timedelta(hours=1, seconds=31))
@@ -125,7 +125,7 @@ def test_a_slot_late_by_more_than_the_grace_window_is_a_misfire(engine):  # noqa
         (T0, "succeeded"), (T0 + timedelta(hours=1), "skipped")]
 
 
-def test_a_run_past_its_maximum_runtime_is_timed_out_without_blocking_the_tick(engine):  # noqa: ANN001
+def test_a_run_past_its_maximum_runtime_is_timed_out_without_blocking_the_tick(engine):
     timer = make_timer("probe.block", max_runtime_seconds=2)
     timers.tick(T0)
     assert wait_for(lambda: [r.status for r in runs(timer)] == ["running"], 5, "the run")
@@ -140,7 +140,7 @@ def test_a_run_past_its_maximum_runtime_is_timed_out_without_blocking_the_tick(e
     assert db.session.get(Timer, timer.id).consecutive_failures == 1
 
 
-def test_a_slot_is_skipped_while_the_previous_run_is_still_running(engine):  # noqa: ANN001
+def test_a_slot_is_skipped_while_the_previous_run_is_still_running(engine):
     timer = make_timer("probe.block")
     timers.tick(T0)
     timers.tick(T0 + timedelta(seconds=10))
@@ -151,7 +151,7 @@ def test_a_slot_is_skipped_while_the_previous_run_is_still_running(engine):  # n
     assert [r.status for r in settled(timer)] == ["succeeded", "skipped"]
 
 
-def test_run_now_is_queued_and_run_by_the_leader_not_by_the_caller(engine):  # noqa: ANN001
+def test_run_now_is_queued_and_run_by_the_leader_not_by_the_caller(engine):
     timer = make_timer(every=1, unit="days", start_at=(T0 + timedelta(hours=1)).isoformat())
     run = queue_run_now(timer, now=T0)
     assert queue_run_now(timer, now=T0 + timedelta(seconds=1)).id == run.id  # one waiting run
@@ -162,7 +162,7 @@ def test_run_now_is_queued_and_run_by_the_leader_not_by_the_caller(engine):  # n
     assert [(timer.id, T0)] == RECORDED
 
 
-def test_run_now_waits_while_a_run_is_in_flight(engine):  # noqa: ANN001
+def test_run_now_waits_while_a_run_is_in_flight(engine):
     timer = make_timer("probe.block")
     timers.tick(T0)
     queue_run_now(timer, now=T0 + timedelta(seconds=1))
@@ -174,7 +174,7 @@ def test_run_now_waits_while_a_run_is_in_flight(engine):  # noqa: ANN001
     assert [r.status for r in settled(timer)] == ["succeeded", "succeeded"]
 
 
-def test_the_plugin_leader_runs_a_run_now_request_as_soon_as_it_is_queued(engine):  # noqa: ANN001
+def test_the_plugin_leader_runs_a_run_now_request_as_soon_as_it_is_queued(engine):
     later = datetime.now(UTC) + timedelta(hours=1)
     timer = make_timer(every=1, unit="days", start_at=later.isoformat())
     running = Scheduler(engine)
@@ -190,7 +190,7 @@ def test_the_plugin_leader_runs_a_run_now_request_as_soon_as_it_is_queued(engine
         assert running.stop(10)
 
 
-def test_a_timer_pauses_itself_after_repeated_failures_and_says_why(engine):  # noqa: ANN001
+def test_a_timer_pauses_itself_after_repeated_failures_and_says_why(engine):
     timer = make_timer("probe.fail", max_failures=3)
     for slot in range(4):
         timers.tick(T0 + timedelta(seconds=10 * slot))
@@ -206,7 +206,7 @@ def test_a_timer_pauses_itself_after_repeated_failures_and_says_why(engine):  # 
     assert timer.next_run_at == T0 + timedelta(seconds=50)
 
 
-def test_a_paused_timer_or_a_switched_off_plugin_does_not_run(engine):  # noqa: ANN001
+def test_a_paused_timer_or_a_switched_off_plugin_does_not_run(engine):
     timer = make_timer()
     pause(timer)
     timers.tick(T0 + timedelta(seconds=1))
@@ -219,7 +219,7 @@ def test_a_paused_timer_or_a_switched_off_plugin_does_not_run(engine):  # noqa: 
     assert [r.status for r in settled(timer)] == ["succeeded"]
 
 
-def test_a_timer_whose_schedule_cannot_be_computed_is_paused_and_the_others_run(engine):  # noqa: ANN001
+def test_a_timer_whose_schedule_cannot_be_computed_is_paused_and_the_others_run(engine):
     bad, good = make_timer(kind="cron", cron="* * * * *"), make_timer(unit="hours")
     db.session.execute(sa.update(Timer).where(Timer.id == bad.id)
                        .values(timezone="Atlantis/Lost"))  # e.g. a zone a tzdata update dropped
@@ -230,7 +230,7 @@ def test_a_timer_whose_schedule_cannot_be_computed_is_paused_and_the_others_run(
     assert bad.paused and "cannot be computed" in bad.paused_reason
 
 
-def test_the_tick_works_on_sqlite_too(sqlite_app):  # noqa: ANN001
+def test_the_tick_works_on_sqlite_too(sqlite_app):
     registry.register(probe)
     RECORDED.clear()
     try:
@@ -242,7 +242,7 @@ def test_the_tick_works_on_sqlite_too(sqlite_app):  # noqa: ANN001
         registry.unregister("probe")
 
 
-def _tick_through(url: str, path: str, barrier, results) -> None:  # noqa: ANN001
+def _tick_through(url: str, path: str, barrier, results) -> None:
     """Child process: run the plugin tick over the same simulated 30 s as the other child."""
     from tests.conftest import make_app
 
@@ -257,7 +257,7 @@ def _tick_through(url: str, path: str, barrier, results) -> None:  # noqa: ANN00
     results.put(os.getpid())
 
 
-def test_two_processes_ticking_at_once_never_run_a_slot_twice(engine, pg_url, tmp_path):  # noqa: ANN001
+def test_two_processes_ticking_at_once_never_run_a_slot_twice(engine, pg_url, tmp_path):
     path = tmp_path / "runs.log"
     made = [make_timer(every=1, unit="seconds", params=f'{{"path": "{path}"}}')
             for _ in range(4)]

@@ -11,7 +11,7 @@ from webapp.extensions import db
 from webapp.models import User
 
 
-def user(app, email: str) -> User:  # noqa: ANN001
+def user(app, email: str) -> User:
     """Return the stored user with email (detached)."""
     with app.app_context():
         found = db.session.scalar(sa.select(User).where(User.email == email))
@@ -23,7 +23,7 @@ def one_time_password(page: str) -> str:
     return page.split('class="one-time-password">')[1].split("<")[0]
 
 
-def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app):  # noqa: ANN001
+def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app):
     admin = client_as(app, "admin")
     response = post_form(admin, "/admin/users/", {"email": " New@Example.com", "role": "viewer"})
     assert response.status_code == 303
@@ -39,7 +39,7 @@ def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(a
     assert newcomer.get("/admin/").location == "/settings"
 
 
-def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):  # noqa: ANN001
+def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):
     admin = client_as(app, "admin")
     bad = post_form(admin, "/admin/users/", {"email": "not-an-email", "role": "editor"})
     assert bad.status_code == 422
@@ -52,7 +52,7 @@ def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):  # noq
         assert db.session.scalar(sa.select(sa.func.count()).select_from(User)) == 1
 
 
-def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):  # noqa: ANN001
+def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):
     admin = client_as(app, "admin")
     editor_id = add_user(app, "ed@example.com", "editor")
     editor = app.test_client()
@@ -64,7 +64,7 @@ def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):  # noq
     assert editor.get("/admin/posts/").status_code == 403
 
 
-def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):  # noqa: ANN001
+def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):
     admin = client_as(app, "admin")
     admin_id = user(app, "admin@example.com").id
     add_user(app, "former@example.com", "admin", active=False)  # an inactive admin does not count
@@ -76,14 +76,14 @@ def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):  # n
     assert (stored.role, stored.active) == ("admin", True)
 
 
-def test_with_two_admins_one_may_step_down(app):  # noqa: ANN001
+def test_with_two_admins_one_may_step_down(app):
     admin = client_as(app, "admin")
     other_id = add_user(app, "other@example.com", "admin")
     assert post_form(admin, f"/admin/users/{other_id}/role", {"role": "editor"}).status_code == 303
     assert user(app, "other@example.com").role == "editor"
 
 
-def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app):  # noqa: ANN001
+def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app):
     admin = client_as(app, "admin")
     editor_id = add_user(app, "ed@example.com", "editor")
     editor = app.test_client()
@@ -95,7 +95,7 @@ def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app):  # 
     assert login(app.test_client(), "ed@example.com").status_code == 302
 
 
-def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app):  # noqa: ANN001
+def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app):
     admin = client_as(app, "admin")
     editor_id = add_user(app, "ed@example.com", "editor")
     editor = app.test_client()
@@ -107,7 +107,7 @@ def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app): 
     assert login(app.test_client(), "ed@example.com", password).location == "/settings"
 
 
-def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):  # noqa: ANN001
+def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):
     first_id, second_id = add_user(app, "a1@example.com", "admin"), add_user(
         app, "a2@example.com", "admin")
     clients = []
@@ -139,13 +139,13 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):  #
     assert roles == {"admin", "editor"}
 
 
-def csrf_of(client) -> str:  # noqa: ANN001
+def csrf_of(client) -> str:
     from tests.test_auth import csrf_token
 
     return csrf_token(client)
 
 
-def blocked_sessions(conn) -> int:  # noqa: ANN001
+def blocked_sessions(conn) -> int:
     return conn.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
         "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()").fetchone()[0]

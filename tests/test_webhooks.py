@@ -47,7 +47,7 @@ class Receiver:
                 except OSError:
                     pass  # the sender gave up waiting
 
-            def log_message(self, *args) -> None:  # noqa: ANN002
+            def log_message(self, *args) -> None:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -62,14 +62,14 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():  # noqa: ANN201
+def receiver():
     running = Receiver()
     yield running
     running.close()
 
 
 @pytest.fixture
-def allowed_app(app, pg_url):  # noqa: ANN001, ANN201
+def allowed_app(app, pg_url):
     """An app that may call 127.0.0.1, with short timeouts and fast retries."""
     allowed = make_app(pg_url, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=0.5,
                        WEBHOOK_RETRY_SECONDS=10, WEBHOOK_MAX_ATTEMPTS=3)
@@ -81,7 +81,7 @@ def allowed_app(app, pg_url):  # noqa: ANN001, ANN201
 
 
 @pytest.fixture
-def hook_app(allowed_app):  # noqa: ANN001, ANN201
+def hook_app(allowed_app):
     """The allowed app, with its context pushed for the whole test."""
     with allowed_app.app_context():
         yield allowed_app
@@ -97,7 +97,7 @@ def published_event(now: datetime = T0) -> HookEvent:
     return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at)
 
 
-def at(moment: datetime):  # noqa: ANN201
+def at(moment: datetime):
     return lambda: moment
 
 
@@ -111,7 +111,7 @@ def signature(body: bytes) -> str:
 
 
 def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
-        hook_app, receiver):  # noqa: ANN001
+        hook_app, receiver):
     create_webhook(receiver.url, ["post.published"], SECRET)
     now = datetime.now(UTC)
     event = published_event(now)
@@ -131,7 +131,7 @@ def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
 
 
 def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivered(
-        hook_app, receiver):  # noqa: ANN001
+        hook_app, receiver):
     create_webhook(receiver.url, ["post.published", "post.unpublished"], SECRET)
     webhooks.enqueue(published_event())
     receiver.answers = [500, 500, 500]
@@ -157,7 +157,7 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivere
     assert all(h["X-Soloist-Signature"] == signature(b) for h, b in receiver.requests)
 
 
-def test_a_receiver_that_does_not_answer_in_time_is_retried(hook_app, receiver):  # noqa: ANN001
+def test_a_receiver_that_does_not_answer_in_time_is_retried(hook_app, receiver):
     create_webhook(receiver.url, ["post.published"], SECRET)
     webhooks.enqueue(published_event())
     receiver.answers = [2.0]  # stalls past the 0.5 s timeout, then answers the retry at once
@@ -176,7 +176,7 @@ def test_a_receiver_that_does_not_answer_in_time_is_retried(hook_app, receiver):
     "http://[::1]/hook", "http://localhost:5000/hook", "http://[::ffff:127.0.0.1]/hook",
     "http://192.168.0.10/", "http://172.16.5.4/", "http://0.0.0.0/", "http://[fe80::1]/",
 ])
-def test_the_ssrf_guard_refuses_non_public_addresses_by_default(app, url: str):  # noqa: ANN001
+def test_the_ssrf_guard_refuses_non_public_addresses_by_default(app, url: str):
     with app.app_context(), pytest.raises(WebhookError) as refused:
         create_webhook(url, ["post.published"], SECRET)
     assert refused.value.field == "url" and "public addresses" in refused.value.errors["url"]
@@ -188,13 +188,13 @@ def test_the_ssrf_guard_refuses_non_public_addresses_by_default(app, url: str): 
     ("ftp://93.184.215.14/", "http:// or https://"), ("javascript:alert(1)", "http://"),
     ("http://user:pw@93.184.215.14/", "credentials"), ("", "Give the URL"),
 ])
-def test_only_plain_http_urls_are_accepted(app, url: str, message: str):  # noqa: ANN001
+def test_only_plain_http_urls_are_accepted(app, url: str, message: str):
     with app.app_context(), pytest.raises(WebhookError) as refused:
         create_webhook(url, ["post.published"], SECRET)
     assert message in refused.value.errors["url"]
 
 
-def test_a_public_address_is_accepted_and_bad_events_or_secret_are_named(app):  # noqa: ANN001
+def test_a_public_address_is_accepted_and_bad_events_or_secret_are_named(app):
     with app.app_context():
         with pytest.raises(WebhookError) as refused:
             create_webhook("http://93.184.215.14/hook", ["post.deleted"], "short")
@@ -203,7 +203,7 @@ def test_a_public_address_is_accepted_and_bad_events_or_secret_are_named(app):  
         assert endpoint.url == "http://93.184.215.14/hook" and SECRET not in repr(endpoint)
 
 
-def test_an_endpoint_that_became_private_is_not_called(hook_app, app, receiver):  # noqa: ANN001
+def test_an_endpoint_that_became_private_is_not_called(hook_app, app, receiver):
     create_webhook(receiver.url, ["post.published"], SECRET)  # allowed by hook_app
     webhooks.enqueue(published_event())
     with app.app_context():  # an instance that does not allow private addresses
@@ -214,7 +214,7 @@ def test_an_endpoint_that_became_private_is_not_called(hook_app, app, receiver):
 
 
 def test_admins_add_webhooks_from_the_page_and_never_see_the_secret_again(
-        allowed_app, receiver, caplog):  # noqa: ANN001
+        allowed_app, receiver, caplog):
     admin = sign_in(allowed_app, "admin")
     page = admin.get("/admin/webhooks/").get_data(as_text=True)
     assert 'name="secret"' in page  # a fresh random secret is offered
