@@ -172,6 +172,20 @@ def pid_of(application_name: str) -> int:
     return int(application_name.rsplit(":", 1)[1])
 
 
+@contextlib.contextmanager
+def holding(url: str, name: str, *keys: int, dbname: str | None = None):
+    """Open a real session called name holding the advisory locks keys."""
+    if dbname:
+        url = url.rsplit("/", 1)[0] + "/" + dbname
+    conn = psycopg.connect(url, autocommit=True, application_name=name)
+    try:
+        for key in keys:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        yield conn
+    finally:
+        conn.close()
+
+
 class LockView:
     """Reads pg_locks for one database the way ops would."""
 

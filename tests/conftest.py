@@ -1,45 +1,16 @@
-"""Fixtures: a real PostgreSQL database per test session, SQLite files per test."""
+"""Fixtures: a real PostgreSQL database per test session, SQLite files per test, and
+flaskr-style app, client, runner and auth fixtures (the helpers live in tests/support.py)."""
 
 import os
 from pathlib import Path
 
-import flask_migrate
-import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import ADMIN_URL, LockView, create_database, drop_database
-from webapp import create_app
-from webapp.config import normalise_database_url
+from tests.cluster import LockView, create_database, drop_database
+from tests.support import Api, AuthActions, Fleet, make_app, migrate, postgres_or_skip
 from webapp.extensions import db
 from webapp.locks import close_all_sessions
-
-
-def _postgres_or_skip() -> None:
-    try:
-        psycopg.connect(ADMIN_URL, connect_timeout=3).close()
-    except psycopg.OperationalError as exc:
-        message = (f"PostgreSQL is not reachable at {ADMIN_URL} ({exc}); start it with "
-                   "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI needs PostgreSQL: {message}")
-        pytest.skip(message)
-
-
-def make_app(database_url: str, **config):
-    """Create a test app bound to database_url (migrated separately)."""
-    uri = normalise_database_url(database_url)
-    settings = {"TESTING": True, "SECRET_KEY": "test", "SQLALCHEMY_DATABASE_URI": uri,
-                "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "pytest"}
-    settings.update(config)
-    return create_app(settings)
-
-
-def migrate(app) -> None:
-    """Bring app's database to the current schema with the checked-in migrations."""
-    with app.app_context():
-        flask_migrate.upgrade()
-        db.engine.dispose()
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +23,7 @@ def _close_lock_sessions():
 @pytest.fixture(scope="session")
 def pg_url() -> str:
     """Return the URL of a freshly migrated PostgreSQL database for this test run."""
-    _postgres_or_skip()
+    postgres_or_skip()
     url = create_database()
     migrate(make_app(url))
     yield url
@@ -71,6 +42,30 @@ def app(pg_url):
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def client(app):
+    """Return a test client of app, signed out."""
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    """Return a runner for app's command-line commands."""
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def auth(client):
+    """Return the sign-in helper of client: auth.login(role=...), auth.logout(), auth.client()."""
+    return AuthActions(client)
+
+
+@pytest.fixture
+def api(app):
+    """Return a JSON client with a bearer token for each role (users viewer/editor/admin@)."""
+    return Api(app)
 
 
 @pytest.fixture
@@ -120,3 +115,14 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Two gunicorn instances kept for the module; each test waits for them to settle first."""
+    postgres_or_skip()
+    fleet = Fleet(tmp_path_factory.mktemp("fleet"), LEADER_STALE_SECONDS="120")
+    try:
+        yield fleet
+    finally:
+        fleet.close()

@@ -1,48 +1,15 @@
 """The JSON API: bearer tokens, the contract of every endpoint, and every error case."""
 
 import hashlib
-import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY
-from tests.test_status import holding, login, make_user, record_term
-from webapp.apitokens import create_token
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
+from tests.support import Api, AuthActions, record_term
 from webapp.extensions import db
 from webapp.models import ApiToken, OutboxEvent, Post, Timer, User, WebhookDelivery
-
-
-class Api:
-    """A test client that sends JSON with a role's bearer token."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        self.client = app.test_client()
-        self.tokens: dict[str, str] = {}
-        for role in ("viewer", "editor", "admin"):
-            make_user(app, f"{role}@example.com", role)
-            with app.app_context():
-                user = db.session.scalar(sa.select(User).where(User.role == role))
-                self.tokens[role] = create_token(user, "tests")
-
-    def __call__(self, method: str, path: str, role: str | None = "editor", body=None,
-                 raw: str | None = None, token: str | None = None):
-        headers = {}
-        if token or role:
-            headers["Authorization"] = f"Bearer {token or self.tokens[role]}"
-        data = raw if raw is not None else (None if body is None else json.dumps(body))
-        response = self.client.open(path, method=method, data=data, headers=headers,
-                                    content_type="application/json")
-        assert response.status_code != 500, response.get_data(as_text=True)
-        assert response.is_json, f"{method} {path} answered {response.content_type}"
-        return response
-
-
-@pytest.fixture
-def api(app):
-    return Api(app)
 
 
 def later(**delta) -> str:
@@ -235,7 +202,7 @@ def test_no_token_is_401_with_a_bearer_challenge(api):
 
 
 def test_a_signed_in_browser_session_does_not_authenticate_the_api(api, app):
-    login(api.client, "admin@example.com")
+    AuthActions(api.client).login("admin")
     assert api.client.get("/status/").status_code == 200  # the session works for pages
     error_of(api("POST", "/api/posts", role=None, body={"title": "CSRF me"}), 401)
     error_of(api("GET", "/api/leaders", role=None), 401)

@@ -1,94 +1,29 @@
-"""Signing in and out: passwords, limits on guessing, next=, cookies, sessions, settings.
+"""Signing in and out: passwords, limits on guessing, next=, cookies, sessions, settings."""
 
-Also holds the small helpers the other editor view tests import (users, sign-in, CSRF).
-"""
-
-import re
 import time
+from urllib.parse import unquote
 
 import pytest
 import sqlalchemy as sa
-from werkzeug.security import generate_password_hash
 
+from tests.support import PASSWORD, add_user, post_form, text
 from webapp.extensions import db
 from webapp.models import LoginFailure, User
-
-PASSWORD = "correct horse battery"
-FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
-
-
-def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) -> int:
-    """Insert an active user with PASSWORD; return its id."""
-    with app.app_context():
-        fields = {"active": True, "timezone": "UTC", **extra}
-        user = User(email=email, role=role,
-                    password_hash=generate_password_hash(PASSWORD, FAST_HASH), **fields)
-        db.session.add(user)
-        db.session.commit()
-        return user.id
-
-
-def client_as(app, role: str | None, email: str | None = None):
-    """Return a test client signed in as a new user with role (anonymous for None)."""
-    client = app.test_client()
-    if role is not None:
-        user_id = add_user(app, email or f"{role}@example.com", role)
-        sign_in(app, client, user_id)
-    return client
-
-
-def sign_in(app, client, user_id: int) -> None:
-    """Put user_id's session in client's cookie (what a successful sign-in does)."""
-    with app.app_context():
-        session_id = db.session.get(User, user_id).get_id()
-    with client.session_transaction() as session:
-        session["_user_id"] = session_id
-        session["_fresh"] = True
-
-
-def csrf_token(client) -> str:
-    """Return the CSRF token of client's session, read from a page the way a browser would."""
-    html = client.get("/").get_data(as_text=True)
-    found = re.search(r'<meta name="csrf-token" content="([^"]+)"', html)
-    if found is None:  # signed out: public pages carry no token, the sign-in form does
-        html = client.get("/login").get_data(as_text=True)
-        found = re.search(r'name="csrf_token" value="([^"]+)"', html)
-    return found.group(1)
-
-
-def post_form(client, url: str, data: dict | None = None, **kwargs):
-    """POST a form with the session's CSRF token, as the page would."""
-    return client.post(url, data={**(data or {}), "csrf_token": csrf_token(client)}, **kwargs)
-
-
-def text(response) -> str:
-    """Return a response's body as text."""
-    return response.get_data(as_text=True)
-
-
-def login(client, email: str, password: str = PASSWORD, headers: dict | None = None,
-          **fields: str):
-    """Submit the sign-in form (fields: next, zone)."""
-    return post_form(client, "/login", {"email": email, "password": password, **fields},
-                     headers=headers or {})
-
 
 # Signing in ----------------------------------------------------------------------------
 
 
-def test_right_password_signs_in_and_lands_on_the_dashboard(app):
+def test_right_password_signs_in_and_lands_on_the_dashboard(app, client, auth):
     add_user(app, "ada@example.com")
-    client = app.test_client()
-    response = login(client, "ADA@example.com ")
+    response = auth.login(email="ADA@example.com ")
     assert response.status_code == 302 and response.location == "/admin/"
     assert "ada@example.com" in text(client.get("/admin/"))
 
 
-def test_wrong_password_is_refused_slowly_and_counted(app):
+def test_wrong_password_is_refused_slowly_and_counted(app, client, auth):
     add_user(app, "ada@example.com")
-    client = app.test_client()
     started = time.monotonic()
-    response = login(client, "ada@example.com", "wrong password")
+    response = auth.login(email="ada@example.com", password="wrong password")
     assert time.monotonic() - started >= 0.45
     assert response.status_code == 401
     assert "Wrong email or password." in text(response)
@@ -105,43 +40,41 @@ def add_failures(app, count: int, email: str = "x@example.com", address: str = "
         db.session.commit()
 
 
-def test_an_account_is_locked_after_five_failures_even_with_the_right_password(app):
+def test_an_account_is_locked_after_five_failures_even_with_the_right_password(app, auth):
     add_user(app, "ada@example.com")
     add_failures(app, 5, "ada@example.com", "10.0.0.9")
-    response = login(app.test_client(), "ada@example.com")
+    response = auth.login(email="ada@example.com")
     assert response.status_code == 429
     assert "Too many failed sign-ins" in text(response)
 
 
-def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app):
+def test_an_address_is_locked_after_twenty_failures_on_any_accounts(app, auth):
     add_user(app, "ada@example.com")
     add_failures(app, 20, "someone-else@example.com", "203.0.113.7")
-    client = app.test_client()
-    refused = login(client, "ada@example.com", headers={"X-Forwarded-For": "203.0.113.7"})
+    refused = auth.login(email="ada@example.com", headers={"X-Forwarded-For": "203.0.113.7"})
     assert refused.status_code == 429
-    allowed = login(client, "ada@example.com", headers={"X-Forwarded-For": "198.51.100.1"})
+    allowed = auth.login(email="ada@example.com", headers={"X-Forwarded-For": "198.51.100.1"})
     assert allowed.status_code == 302
 
 
-def test_a_successful_sign_in_clears_the_accounts_failures(app):
+def test_a_successful_sign_in_clears_the_accounts_failures(app, auth):
     add_user(app, "ada@example.com")
     add_failures(app, 3, "ada@example.com")
-    assert login(app.test_client(), "ada@example.com").status_code == 302
+    assert auth.login(email="ada@example.com").status_code == 302
     with app.app_context():
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure)) == 0
 
 
-def test_a_deactivated_user_cannot_sign_in(app):
+def test_a_deactivated_user_cannot_sign_in(app, auth):
     add_user(app, "ada@example.com", active=False)
-    assert login(app.test_client(), "ada@example.com").status_code == 401
+    assert auth.login(email="ada@example.com").status_code == 401
 
 
-def test_sign_in_starts_a_fresh_session(app):
+def test_sign_in_starts_a_fresh_session(app, client, auth):
     add_user(app, "ada@example.com")
-    client = app.test_client()
     with client.session_transaction() as session:
         session["planted"] = "by an attacker"
-    login(client, "ada@example.com")
+    auth.login(email="ada@example.com")
     with client.session_transaction() as session:
         assert "planted" not in session and session["_user_id"]
 
@@ -153,25 +86,21 @@ EVIL_NEXT = ["//evil.com", "https://evil.com", "/\\evil.com", "javascript:alert(
 
 
 @pytest.mark.parametrize("target", EVIL_NEXT)
-def test_next_never_leaves_the_site(app, target):
+def test_next_never_leaves_the_site(app, client, auth, target):
     add_user(app, "ada@example.com")
-    client = app.test_client()
-    response = login(client, "ada@example.com", next=target)
+    response = auth.login(email="ada@example.com", next=target)
     assert response.status_code == 302
     assert response.location == "/admin/"
     again = client.get("/login", query_string={"next": target})  # already signed in
     assert again.location == "/admin/"
 
 
-def test_next_to_a_local_page_is_followed(app):
+def test_next_to_a_local_page_is_followed(app, client, auth):
     add_user(app, "ada@example.com")
-    client = app.test_client()
     asked = client.get("/admin/posts/?status=draft")
     assert asked.status_code == 302 and "/login?next=" in asked.location
     next_value = asked.location.split("next=", 1)[1]
-    from urllib.parse import unquote
-
-    response = login(client, "ada@example.com", next=unquote(next_value))
+    response = auth.login(email="ada@example.com", next=unquote(next_value))
     assert response.location == "/admin/posts/?status=draft"
 
 
@@ -182,43 +111,43 @@ def session_cookie_header(response) -> str:
     return next(h for h in response.headers.getlist("Set-Cookie") if h.startswith("session="))
 
 
-def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app):
+def test_session_cookie_is_httponly_and_lax_and_secure_only_over_https(app, auth):
     add_user(app, "ada@example.com")
-    plain = session_cookie_header(login(app.test_client(), "ada@example.com"))
+    plain = session_cookie_header(auth.login(email="ada@example.com",
+                                             client=app.test_client()))
     assert "HttpOnly" in plain and "SameSite=Lax" in plain and "Secure" not in plain
-    proxied = session_cookie_header(login(app.test_client(), "ada@example.com",
-                                          headers={"X-Forwarded-Proto": "https"}))
+    proxied = session_cookie_header(auth.login(email="ada@example.com", client=app.test_client(),
+                                               headers={"X-Forwarded-Proto": "https"}))
     assert "Secure" in proxied and "HttpOnly" in proxied
 
 
-def test_sign_in_without_a_csrf_token_is_refused(app):
+def test_sign_in_without_a_csrf_token_is_refused(app, client):
     add_user(app, "ada@example.com")
-    client = app.test_client()
     response = client.post("/login", data={"email": "ada@example.com", "password": PASSWORD})
     assert response.status_code == 400
     assert "reload the page" in text(response)
     assert client.get("/admin/").status_code == 302
 
 
-def test_sign_out_needs_a_post_with_the_csrf_token(app):
-    client = client_as(app, "viewer")
+def test_sign_out_needs_a_post_with_the_csrf_token(client, auth):
+    auth.login("viewer")
     assert client.get("/logout").status_code == 405
     assert client.post("/logout").status_code == 400
     assert client.get("/admin/").status_code == 200
-    assert post_form(client, "/logout").status_code == 303
+    assert auth.logout().status_code == 303
     assert client.get("/admin/").status_code == 302
 
 
-def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(app):
-    response = app.test_client().get("/admin/live", headers={"HX-Request": "true"})
+def test_a_polled_fragment_answers_401_not_the_sign_in_page_once_signed_out(client):
+    response = client.get("/admin/live", headers={"HX-Request": "true"})
     assert response.status_code == 401
 
 
 # Sessions end when they should ---------------------------------------------------------
 
 
-def test_deactivating_a_user_ends_their_session_at_once(app):
-    client = client_as(app, "editor")
+def test_deactivating_a_user_ends_their_session_at_once(app, client, auth):
+    auth.login("editor")
     assert client.get("/admin/").status_code == 200
     with app.app_context():
         user = db.session.scalar(sa.select(User).where(User.email == "editor@example.com"))
@@ -227,24 +156,21 @@ def test_deactivating_a_user_ends_their_session_at_once(app):
     assert client.get("/admin/").status_code == 302
 
 
-def test_changing_ones_password_signs_out_other_sessions(app):
-    user_id = add_user(app, "ada@example.com")
-    mine, other = app.test_client(), app.test_client()
-    sign_in(app, mine, user_id)
-    sign_in(app, other, user_id)
+def test_changing_ones_password_signs_out_other_sessions(app, auth):
+    add_user(app, "ada@example.com")
+    mine, other = auth.client(email="ada@example.com"), auth.client(email="ada@example.com")
     response = post_form(mine, "/settings", {
         "timezone": "Europe/Paris", "current_password": PASSWORD,
         "new_password": "a much better one", "confirm_password": "a much better one"})
     assert response.status_code == 303
     assert mine.get("/admin/").status_code == 200
     assert other.get("/admin/").status_code == 302
-    assert login(app.test_client(), "ada@example.com", "a much better one").status_code == 302
+    assert auth.login(email="ada@example.com", password="a much better one").status_code == 302
 
 
-def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(app):
+def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(app, client, auth):
     add_user(app, "new@example.com", must_change_password=True)
-    client = app.test_client()
-    assert login(client, "new@example.com").location == "/settings"
+    assert auth.login(email="new@example.com").location == "/settings"
     assert client.get("/admin/").location == "/settings"
     weak = post_form(client, "/settings", {"timezone": "UTC", "current_password": PASSWORD,
                                            "new_password": "short", "confirm_password": "short"})
@@ -258,16 +184,16 @@ def test_a_user_with_a_one_time_password_must_choose_one_before_anything_else(ap
 # Time zone ------------------------------------------------------------------------------
 
 
-def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choice(app):
+def test_first_sign_in_takes_the_browsers_time_zone_and_later_ones_keep_the_choice(app, auth):
     user_id = add_user(app, "ada@example.com", timezone="")
-    login(app.test_client(), "ada@example.com", zone="Asia/Tokyo")
-    login(app.test_client(), "ada@example.com", zone="Europe/Paris")
+    auth.login(email="ada@example.com", zone="Asia/Tokyo", client=app.test_client())
+    auth.login(email="ada@example.com", zone="Europe/Paris", client=app.test_client())
     with app.app_context():
         assert db.session.get(User, user_id).timezone == "Asia/Tokyo"
 
 
-def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):
-    client = client_as(app, "editor")
+def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app, client, auth):
+    auth.login("editor")
     response = post_form(client, "/settings", {"timezone": "Mars/Olympus_Mons"})
     assert response.status_code == 422
     assert 'value="Mars/Olympus_Mons"' in text(response)
@@ -279,8 +205,7 @@ def test_an_unknown_zone_in_settings_is_refused_next_to_the_field_and_kept(app):
 # The create-user command ---------------------------------------------------------------
 
 
-def test_create_user_command_creates_a_user_who_can_sign_in(app):
-    runner = app.test_cli_runner()
+def test_create_user_command_creates_a_user_who_can_sign_in(app, runner, auth):
     with app.app_context():  # the flask command line pushes one
         result = runner.invoke(args=["create-user", "Ops@Example.com", "--role", "admin",
                                      "--password", PASSWORD, "--timezone", "America/Los_Angeles"])
@@ -289,21 +214,21 @@ def test_create_user_command_creates_a_user_who_can_sign_in(app):
                                        "--timezone", "Nowhere/Land"])
     assert result.exit_code == 0, result.output
     assert "Created admin ops@example.com" in result.output
-    assert login(app.test_client(), "ops@example.com").status_code == 302
+    assert auth.login(email="ops@example.com").status_code == 302
     assert again.exit_code != 0 and "exists already" in again.output
     assert bad_zone.exit_code != 0 and "unknown time zone" in bad_zone.output
 
 
-def test_create_user_command_prompts_for_the_password_when_none_is_given(app):
+def test_create_user_command_prompts_for_the_password_when_none_is_given(app, runner, auth):
     with app.app_context():
-        result = app.test_cli_runner().invoke(args=["create-user", "ed@example.com"],
-                                              input=f"{PASSWORD}\n{PASSWORD}\n")
+        result = runner.invoke(args=["create-user", "ed@example.com"],
+                               input=f"{PASSWORD}\n{PASSWORD}\n")
     assert result.exit_code == 0, result.output
-    assert login(app.test_client(), "ed@example.com").status_code == 302
+    assert auth.login(email="ed@example.com").status_code == 302
 
 
-def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(app):
-    client = client_as(app, "editor")
+def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(client, auth):
+    auth.login("editor")
     for _ in range(5):
         response = post_form(client, "/settings", {
             "timezone": "UTC", "current_password": "wrong guess", "new_password": "x" * 12,

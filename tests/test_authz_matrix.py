@@ -7,8 +7,7 @@ EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV)
 
 import pytest
 
-from tests.conftest import make_app
-from tests.test_auth import add_user, sign_in, text
+from tests.support import AuthActions, make_app, text
 from webapp import NAV
 from webapp.models import User
 
@@ -109,12 +108,11 @@ def open_app(app, pg_url):
 
 @pytest.mark.parametrize("role", ROLES, ids=lambda r: r or "anonymous")
 def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):
-    user_id = add_user(open_app, f"{role}@example.com", role) if role else None
     wrong = []
     for endpoint, method, url in checked_routes(open_app):
         client = open_app.test_client()
-        if user_id is not None:
-            sign_in(open_app, client, user_id)  # afresh: /logout ends the session
+        if role is not None:
+            AuthActions(client).login(role)  # afresh: /logout ends the session
         response = client.open(url, method=method, data={})
         allowed = may(role, expected_role(endpoint, method))
         if response.status_code == 500:
@@ -135,10 +133,9 @@ def test_the_table_covers_every_endpoint_it_names(open_app):
 
 
 @pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])
-def test_every_state_changing_request_without_the_csrf_token_is_refused(app, role):
-    client = app.test_client()
+def test_every_state_changing_request_without_the_csrf_token_is_refused(app, client, auth, role):
     if role:
-        sign_in(app, client, add_user(app, "admin@example.com", role))
+        auth.login(role, email="admin@example.com")
     changing = [(e, m, u) for e, m, u in checked_routes(app) if m in STATE_CHANGING]
     assert changing, "no state-changing endpoints found"
     for _endpoint, method, url in changing:
@@ -147,9 +144,8 @@ def test_every_state_changing_request_without_the_csrf_token_is_refused(app, rol
         assert "The form expired or was not sent from Soloist" in text(response)
 
 
-def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(app):
-    client = app.test_client()
-    sign_in(app, client, add_user(app, "ed@example.com", "editor"))
+def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(client, auth):
+    auth.login("editor", email="ed@example.com")
     page = text(client.get("/admin/posts/new"))
     token = page.split('hx-headers=\'{"X-CSRFToken": "')[1].split('"')[0]
     response = client.post("/admin/posts/preview", data={"body": "*hi*"},
@@ -164,7 +160,6 @@ EDITOR_BLUEPRINTS = ("site", "auth", "dashboard", "posts", "users")
 
 
 def test_an_id_too_big_for_the_database_is_404_not_500(open_app):
-    user_id = add_user(open_app, "admin@example.com", "admin")
     wrong = []
     for rule in open_app.url_map.iter_rules():
         if rule.endpoint.split(".")[0] not in EDITOR_BLUEPRINTS or "int" not in rule.rule:
@@ -174,7 +169,7 @@ def test_an_id_too_big_for_the_database_is_404_not_500(open_app):
         url = rule.build(values)[1]
         for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
             client = open_app.test_client()
-            sign_in(open_app, client, user_id)
+            AuthActions(client).login("admin")
             status = client.open(url, method=method, data={}).status_code
             if status != 404:
                 wrong.append(f"{method} {url}: {status}")

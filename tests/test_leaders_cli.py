@@ -2,8 +2,8 @@
 
 import json
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, base_env, flask_cmd
-from tests.test_status import holding, make_user, record_term
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, base_env, flask_cmd, holding
+from tests.support import add_user, record_term
 
 
 def test_leaders_prints_one_row_per_key_with_holder_term_and_standbys(app, pg_url):
@@ -32,7 +32,7 @@ def test_leaders_json_has_the_api_shape(app, pg_url):
 
 
 def test_create_token_prints_a_working_token_on_its_last_line(app, pg_url):
-    make_user(app, "ops@example.com", "viewer")
+    add_user(app, "ops@example.com", "viewer")
     # a real `flask` process, as ops would run it
     result = flask_cmd(base_env(pg_url), "create-token", "OPS@example.com", "--label", "ci")
     token = result.stdout.strip().splitlines()[-1]
@@ -43,7 +43,7 @@ def test_create_token_prints_a_working_token_on_its_last_line(app, pg_url):
 
 
 def test_create_token_for_an_unknown_or_inactive_user_fails_cleanly(app):
-    make_user(app, "gone@example.com", "admin", active=False)
+    add_user(app, "gone@example.com", "admin", active=False)
     runner = app.test_cli_runner()
     unknown = runner.invoke(args=["create-token", "nobody@example.com"])
     assert unknown.exit_code != 0 and "no user has the email" in unknown.output
@@ -52,7 +52,7 @@ def test_create_token_for_an_unknown_or_inactive_user_fails_cleanly(app):
 
 
 def test_revoke_tokens_stops_them_working(app):
-    make_user(app, "ops@example.com", "viewer")
+    add_user(app, "ops@example.com", "viewer")
     runner = app.test_cli_runner()
     token = runner.invoke(args=["create-token", "ops@example.com"]).output.strip().splitlines()[-1]
     assert "Revoked 1 API token(s)" in runner.invoke(args=["revoke-tokens",

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.test_timer_views import sign_in
 from webapp.extensions import db
 from webapp.models import (
     HookDelivery,
@@ -81,14 +80,14 @@ def good_module():
     return sys.modules["soloist_good_plugin"]
 
 
-def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, installed):
+def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, auth, installed):
     assert set(registry.plugins()) == {"webhooks", "sitemap", "housekeeping", "good"}
     broken = registry.broken()
     assert set(broken) == {"broken", "odd"}
     assert broken["broken"].error == (
         "ModuleNotFoundError: No module named 'soloist_missing_dependency'")
     assert "not a soloist Plugin" in broken["odd"].error
-    page = sign_in(app, "editor").get("/admin/plugins/").get_data(as_text=True)
+    page = auth.client("editor").get("/admin/plugins/").get_data(as_text=True)
     assert "No module named &#39;soloist_missing_dependency&#39;" in page
     assert 'id="plugin-good"' in page and "good.ping" in page
 

@@ -10,22 +10,12 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
-from tests.test_auth import add_user, client_as, post_form, sign_in, text
+from tests.support import AuthActions, add_user, new_post, post_form, text
 from webapp.extensions import db
 from webapp.locks import WAKE_CHANNEL
 from webapp.models import OutboxEvent, Post, User
 from webapp.posts import MAX_BODY_BYTES
 from webapp.scheduling import publish
-
-
-def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
-    """Insert a post directly; return its id."""
-    with app.app_context():
-        post = Post(title=title, slug=fields.pop("slug", title.lower().replace(" ", "-")),
-                    body=fields.pop("body", "Some *text*."), status=status, version=1, **fields)
-        db.session.add(post)
-        db.session.commit()
-        return post.id
 
 
 def load(app, post_id: int) -> Post:
@@ -61,8 +51,10 @@ def local_input(moment: datetime, zone: str) -> str:
 
 
 @pytest.fixture
-def editor(app):
-    return client_as(app, "editor")
+def editor(client, auth):
+    """Return the test client, signed in as editor@example.com."""
+    auth.login("editor")
+    return client
 
 
 # Writing ---------------------------------------------------------------------------------
@@ -130,9 +122,9 @@ def edit_form(client, post_id: int) -> dict:
             for name in ("version", "digest")}
 
 
-def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, editor):
+def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, auth, editor):
     post_id = new_post(app, body="original")
-    other = client_as(app, "editor", "other@example.com")
+    other = auth.client("editor", email="other@example.com")
     mine, theirs = edit_form(editor, post_id), edit_form(other, post_id)
     saved = post_form(other, f"/admin/posts/{post_id}", {
         "title": "Hello", "slug": "hello", "body": "their change", **theirs})
@@ -378,11 +370,11 @@ def test_the_list_polls_only_while_a_post_on_it_is_scheduled(app, editor):
 XSS_TITLE = '<script>alert("t")</script><img src=x onerror=alert(1)>'
 
 
-def test_a_hostile_title_and_body_are_inert_on_every_page(app, editor):
+def test_a_hostile_title_and_body_are_inert_on_every_page(app, auth, editor):
     post_id = new_post(app, XSS_TITLE, slug="xss", status="published",
                        published_at=datetime.now(UTC),
                        body='<script>alert("b")</script>[x](javascript:alert(1)) "><svg onload=x>')
-    viewer = client_as(app, "viewer")
+    viewer = auth.client("viewer")
     pages = [editor.get("/admin/posts/"), editor.get(f"/admin/posts/{post_id}"),
              viewer.get("/admin/"), app.test_client().get("/"),
              app.test_client().get("/posts/xss"), app.test_client().get("/feed.xml")]
@@ -399,11 +391,10 @@ def test_the_flash_after_saving_escapes_the_title(app, editor):
     assert "<script>" not in text(editor.get(response.location))
 
 
-def test_another_editor_sees_the_post(app, editor):
-    user_id = add_user(app, "second@example.com")
+def test_another_editor_sees_the_post(app, auth, editor):
+    add_user(app, "second@example.com")
     post_form(editor, "/admin/posts/new", {"title": "Shared"})
-    second = app.test_client()
-    sign_in(app, second, user_id)
+    second = auth.client(email="second@example.com")
     assert "Shared" in text(second.get("/admin/posts/"))
 
 
@@ -429,7 +420,8 @@ def test_status_counts_stop_at_the_cap_and_the_tabs_say_so(app, editor):
 
 
 def test_writing_scheduling_publishing_and_listing_work_on_sqlite_too(sqlite_app):
-    client = client_as(sqlite_app, "editor")
+    client = sqlite_app.test_client()
+    AuthActions(client).login("editor")
     created = post_form(client, "/admin/posts/new", {"title": "On SQLite", "body": "*hi*"})
     assert created.status_code == 303
     at = local_input(datetime.now(UTC) + timedelta(hours=1), "Asia/Tokyo")
@@ -450,20 +442,20 @@ def section(page: str, element_id: str) -> str:
     return page.split(f'id="{element_id}"')[1].split("<section")[0]
 
 
-def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app):
+def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app, auth):
     now = datetime.now(UTC)
     new_post(app, "In an hour", status="scheduled", publish_at=now + timedelta(hours=1))
     new_post(app, "Tomorrow night", status="scheduled", publish_at=now + timedelta(hours=25))
     new_post(app, "Overdue", status="scheduled", publish_at=now - timedelta(minutes=5))
     new_post(app, "Out already", status="published", published_at=now - timedelta(hours=3))
-    viewer = client_as(app, "viewer")
+    viewer = auth.client("viewer")
     page = text(viewer.get("/admin/"))
     upcoming, recent, late = (section(page, i) for i in ("upcoming", "recent", "late"))
     assert "In an hour" in upcoming and "Tomorrow night" not in page
     assert "Overdue" in late and "Overdue" not in upcoming and "5 min ago" in late
     assert "Out already" in recent and "3 h ago" in recent
     assert "/admin/posts/" not in page  # a viewer gets titles, not edit links
-    assert "/admin/posts/1" in text(client_as(app, "editor").get("/admin/"))
+    assert "/admin/posts/1" in text(auth.client("editor").get("/admin/"))
 
 
 def set_leader(app, heartbeat_age: float | None) -> None:
@@ -478,8 +470,8 @@ def set_leader(app, heartbeat_age: float | None) -> None:
         db.session.commit()
 
 
-def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(app):
-    viewer = client_as(app, "viewer")
+def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(app, auth):
+    viewer = auth.client("viewer")
     summary = lambda: section(text(viewer.get("/admin/live")), "leader-summary")  # noqa: E731
     assert "No publish leader has been elected yet" in summary()
     set_leader(app, 0.5)

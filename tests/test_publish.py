@@ -88,7 +88,7 @@ def test_a_tick_records_its_last_unit_of_work(app):
 
 def _publish_until_done(url: str, barrier, results) -> None:
     """Child process: run the publish tick as fast as possible until nothing is due."""
-    from tests.conftest import make_app
+    from tests.support import make_app
 
     app = make_app(url)
     ids: list[int] = []

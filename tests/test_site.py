@@ -6,9 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.conftest import make_app
-from tests.test_auth import text
-from tests.test_posts_views import new_post
+from tests.support import make_app, new_post, text
 from webapp.extensions import db
 from webapp.models import Post
 from webapp.scheduling import publish

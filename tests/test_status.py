@@ -1,94 +1,29 @@
 """The leader view: pg_locks decoding, the page, its fragment, ops actions, health checks."""
 
-import contextlib
-import http.cookiejar
-import json
 import os
 import re
 import signal
-import urllib.parse
-import urllib.request
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
 import sqlalchemy as sa
-from werkzeug.security import generate_password_hash
 
-from tests.cluster import (
-    PLUGINS_KEY,
-    PUBLISH_KEY,
-    Instance,
-    LockView,
-    base_env,
-    create_database,
-    drop_database,
-    flask_cmd,
-    pid_of,
-    wait_for,
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, pid_of, wait_for
+from tests.support import (
+    AuthActions,
+    WebSession,
+    csrf_from,
+    csrf_token,
+    make_app,
+    post_form,
+    record_term,
 )
-from tests.conftest import _postgres_or_skip, make_app
 from webapp.extensions import db
 from webapp.filelocks import FileLockSession
-from webapp.models import LeaderEvent, LeaderState, User
+from webapp.models import LeaderEvent, LeaderState
 from webapp.scheduling.keys import KEYS, SchedulerKey, derive_key
 from webapp.status import snapshot
-
-PASSWORD = "a long test password"
-# a cheap hash keeps the many test users fast; check_password reads any werkzeug method
-PASSWORD_HASH = generate_password_hash(PASSWORD, method="pbkdf2:sha256:1000")
-
-
-# helpers shared with the other leader-view test modules -------------------------------
-
-def make_user(app, email: str, role: str, active: bool = True) -> int:
-    """Create a user in the app's database; return its id."""
-    with app.app_context():
-        user = User(email=email, role=role, active=active, password_hash=PASSWORD_HASH)
-        db.session.add(user)
-        db.session.commit()
-        return user.id
-
-
-def csrf_from(html: str) -> str:
-    """Return the CSRF token of the first form on a page."""
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
-
-
-def login(client, email: str) -> None:
-    """Sign in through the real form, CSRF token included."""
-    token = csrf_from(client.get("/login").get_data(as_text=True))
-    response = client.post("/login", data={"email": email, "password": PASSWORD,
-                                           "csrf_token": token})
-    assert response.status_code in (302, 303), response.get_data(as_text=True)[:500]
-
-
-@contextlib.contextmanager
-def holding(url: str, name: str, *keys: int, dbname: str | None = None):
-    """Open a real session called name holding the advisory locks keys."""
-    if dbname:
-        url = url.rsplit("/", 1)[0] + "/" + dbname
-    conn = psycopg.connect(url, autocommit=True, application_name=name)
-    try:
-        for key in keys:
-            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-        yield conn
-    finally:
-        conn.close()
-
-
-def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,
-                heartbeat_age: float = 0.0) -> None:
-    """Record conn's backend as key's holder the way the scheduler does."""
-    with app.app_context():
-        now = db.session.scalar(sa.text("SELECT now()"))
-        db.session.merge(LeaderState(
-            key=key, term=term, holder=conn.info.parameter_status("application_name"),
-            holder_pid=conn.info.backend_pid, acquired_at=now - timedelta(minutes=5),
-            heartbeat_at=now - timedelta(seconds=heartbeat_age), last_result="published 3",
-            last_work_at=now, step_down_requested=False))
-        db.session.commit()
 
 
 def row(snap, name: str):
@@ -171,10 +106,8 @@ def test_history_says_how_long_each_leader_held(app, pg_url):
 
 # the page and its fragment -------------------------------------------------------------
 
-def test_status_page_shows_holder_standbys_history_and_as_of_time(app, pg_url):
-    make_user(app, "viewer@example.com", "viewer")
-    client = app.test_client()
-    login(client, "viewer@example.com")
+def test_status_page_shows_holder_standbys_history_and_as_of_time(app, auth, pg_url):
+    client = auth.client("viewer")
     with holding(pg_url, "soloist:web.1:111", PUBLISH_KEY) as conn, \
             holding(pg_url, "soloist:web.2:222"):
         record_term(app, PUBLISH_KEY, conn, term=4)
@@ -191,10 +124,8 @@ def test_status_page_shows_holder_standbys_history_and_as_of_time(app, pg_url):
     assert "Step down" not in html  # viewers see no ops actions
 
 
-def test_fragment_renders_the_live_part_alone_and_polls_slower_when_hidden(app):
-    make_user(app, "viewer@example.com", "viewer")
-    client = app.test_client()
-    login(client, "viewer@example.com")
+def test_fragment_renders_the_live_part_alone_and_polls_slower_when_hidden(app, auth):
+    client = auth.client("viewer")
     response = client.get("/status/live", headers={"HX-Request": "true"})
     html = response.get_data(as_text=True)
     assert response.status_code == 200 and "<html" not in html
@@ -216,9 +147,8 @@ def test_status_page_needs_sign_in(app):
 
 
 def test_sqlite_status_shows_file_lock_holders_and_says_single_host(sqlite_app, sqlite_url):
-    make_user(sqlite_app, "viewer@example.com", "viewer")
     client = sqlite_app.test_client()
-    login(client, "viewer@example.com")
+    AuthActions(client).login("viewer")
     locks = FileLockSession(sqlite_url, "solo")
     try:
         assert locks.try_lock(PUBLISH_KEY)
@@ -238,11 +168,9 @@ def test_sqlite_status_shows_file_lock_holders_and_says_single_host(sqlite_app, 
 
 @pytest.mark.parametrize("role", ["viewer", "editor"])
 @pytest.mark.parametrize("action", ["step-down", "evict"])
-def test_ops_actions_are_refused_below_admin(app, pg_url, role, action):
-    make_user(app, "someone@example.com", role)
-    client = app.test_client()
-    login(client, "someone@example.com")
-    token = csrf_from(client.get("/status/").get_data(as_text=True))
+def test_ops_actions_are_refused_below_admin(app, auth, pg_url, role, action):
+    client = auth.client(role, email="someone@example.com")
+    token = csrf_token(client, "/status/")
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn:
         assert client.get(f"/status/publish/{action}").status_code == 403
         response = client.post(f"/status/publish/{action}",
@@ -255,7 +183,7 @@ def test_ops_actions_are_refused_below_admin(app, pg_url, role, action):
 
 def test_ops_actions_send_anonymous_users_to_sign_in(app):
     client = app.test_client()
-    token = csrf_from(client.get("/login").get_data(as_text=True))
+    token = csrf_token(client, "/login")
     for action in ("step-down", "evict"):
         response = client.post(f"/status/publish/{action}",
                                data={"holder": "soloist:a:1", "csrf_token": token})
@@ -264,23 +192,15 @@ def test_ops_actions_send_anonymous_users_to_sign_in(app):
         assert db.session.scalar(sa.select(sa.func.count()).select_from(LeaderEvent)) == 0
 
 
-def admin_client(app):
-    make_user(app, "admin@example.com", "admin")
-    client = app.test_client()
-    login(client, "admin@example.com")
-    return client
-
-
-def test_step_down_asks_the_holder_records_who_and_wakes_it(app, pg_url):
-    client = admin_client(app)
+def test_step_down_asks_the_holder_records_who_and_wakes_it(app, auth, pg_url):
+    client = auth.client("admin")
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn, \
             holding(pg_url, "listener") as listener:
         record_term(app, PUBLISH_KEY, conn, term=3)
         listener.execute("LISTEN soloist_wake")
         page = client.get("/status/publish/step-down").get_data(as_text=True)
         assert "soloist:a:1" in page and "Step down" in page
-        response = client.post("/status/publish/step-down",
-                               data={"csrf_token": csrf_from(page), "holder": "soloist:a:1"})
+        response = post_form(client, "/status/publish/step-down", {"holder": "soloist:a:1"})
         assert response.status_code == 303
         notes = list(listener.notifies(timeout=5, stop_after=1))
         html = client.get("/status/").get_data(as_text=True)
@@ -293,11 +213,11 @@ def test_step_down_asks_the_holder_records_who_and_wakes_it(app, pg_url):
                                                             "by admin@example.com")
 
 
-def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, pg_url):
-    client = admin_client(app)
+def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, auth, pg_url):
+    client = auth.client("admin")
     with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)
-        token = csrf_from(client.get("/status/publish/step-down").get_data(as_text=True))
+        token = csrf_token(client, "/status/publish/step-down")
         response = client.post("/status/publish/step-down", follow_redirects=True,
                                data={"csrf_token": token, "holder": "soloist:a:1"})
     assert "moved to soloist:b:2" in response.get_data(as_text=True)
@@ -305,14 +225,14 @@ def test_step_down_does_nothing_when_leadership_moved_since_confirming(app, pg_u
         assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested
 
 
-def test_evict_terminates_the_holders_lock_session_and_records_who(app, pg_url):
-    client = admin_client(app)
+def test_evict_terminates_the_holders_lock_session_and_records_who(app, auth, pg_url):
+    client = auth.client("admin")
     with holding(pg_url, "soloist:stuck:9", PUBLISH_KEY, PLUGINS_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn, term=5, heartbeat_age=60)
         page = client.get("/status/publish/evict").get_data(as_text=True)
         assert "stale" in page
-        response = client.post("/status/publish/evict", follow_redirects=True,
-                               data={"csrf_token": csrf_from(page), "holder": "soloist:stuck:9"})
+        response = post_form(client, "/status/publish/evict", {"holder": "soloist:stuck:9"},
+                             follow_redirects=True)
         assert "soloist:stuck:9 was evicted" in response.get_data(as_text=True)
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 1")
@@ -326,17 +246,17 @@ def test_evict_terminates_the_holders_lock_session_and_records_who(app, pg_url):
         (PLUGINS_KEY, "evicted", "soloist:stuck:9", "by admin@example.com")])
 
 
-def test_evict_without_a_holder_says_so(app):
-    client = admin_client(app)
+def test_evict_without_a_holder_says_so(app, auth):
+    client = auth.client("admin")
     page = client.get("/status/plugins/evict").get_data(as_text=True)
     assert "Nobody leads the plugins key" in page
-    response = client.post("/status/plugins/evict", follow_redirects=True,
-                           data={"csrf_token": csrf_from(page), "holder": "soloist:a:1"})
+    response = post_form(client, "/status/plugins/evict", {"holder": "soloist:a:1"},
+                         follow_redirects=True)
     assert "Nobody leads the plugins key" in response.get_data(as_text=True)
 
 
-def test_ops_actions_refuse_a_post_without_the_csrf_token(app, pg_url):
-    client = admin_client(app)
+def test_ops_actions_refuse_a_post_without_the_csrf_token(app, auth, pg_url):
+    client = auth.client("admin")
     with holding(pg_url, "soloist:a:1", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)
         for action in ("step-down", "evict"):
@@ -347,8 +267,8 @@ def test_ops_actions_refuse_a_post_without_the_csrf_token(app, pg_url):
         assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested
 
 
-def test_unknown_key_or_action_is_404(app):
-    client = admin_client(app)
+def test_unknown_key_or_action_is_404(app, auth):
+    client = auth.client("admin")
     assert client.get("/status/nosuchkey/evict").status_code == 404
     assert client.get("/status/publish/explode").status_code == 404
 
@@ -370,77 +290,6 @@ def test_readyz_is_503_when_the_database_is_unreachable():
 
 
 # two real gunicorn instances ------------------------------------------------------------
-
-class Fleet:
-    """Two gunicorn instances (one worker each) on their own database, with an admin."""
-
-    ADMIN = "admin@example.com"
-
-    def __init__(self, tmp: Path, **env: str) -> None:
-        self.url = create_database("soloist_leaderview")
-        self.env = base_env(self.url)
-        flask_cmd(self.env, "db", "upgrade")
-        flask_cmd(self.env, "create-user", self.ADMIN, "--role", "admin", "--password", PASSWORD)
-        self.token = flask_cmd(self.env, "create-token", self.ADMIN).stdout.split()[-1]
-        self.view = LockView(self.url)
-        self.instances = [Instance(name, self.url, workers=1, log_dir=tmp, **env).start()
-                          for name in ("a", "b")]
-
-    def settled(self) -> bool:
-        """Both keys held and one lock session per worker."""
-        return (set(self.view.holders()) == {PUBLISH_KEY, PLUGINS_KEY}
-                and len(self.view.lock_sessions()) == 2)
-
-    def wait_settled(self) -> None:
-        wait_for(self.settled, 60, "both keys held and both workers connected", interval=0.1)
-
-    def other_than(self, application_name: str) -> Instance:
-        """Return the instance that does not run the process application_name names."""
-        return next(i for i in self.instances if not i.owns(application_name))
-
-    def api(self, instance: Instance, path: str) -> object:
-        request = urllib.request.Request(instance.url + path,
-                                         headers={"Authorization": f"Bearer {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)
-
-    def close(self) -> None:
-        for instance in self.instances:
-            instance.stop()
-        self.view.close()
-        drop_database(self.url)
-
-
-class WebSession:
-    """A signed-in browser session over plain HTTP (cookies, CSRF tokens from the forms)."""
-
-    def __init__(self, base: str, email: str) -> None:
-        self.base = base
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-        token = csrf_from(self.get("/login"))
-        self.post("/login", {"email": email, "password": PASSWORD, "csrf_token": token})
-
-    def get(self, path: str) -> str:
-        with self.opener.open(self.base + path, timeout=10) as response:
-            return response.read().decode()
-
-    def post(self, path: str, form: dict) -> str:
-        data = urllib.parse.urlencode(form).encode()
-        with self.opener.open(self.base + path, data=data, timeout=15) as response:
-            return response.read().decode()
-
-
-@pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    """Two instances kept for the module; each test waits for them to settle first."""
-    _postgres_or_skip()
-    fleet = Fleet(tmp_path_factory.mktemp("fleet"), LEADER_STALE_SECONDS="120")
-    try:
-        yield fleet
-    finally:
-        fleet.close()
-
 
 def holders_on_page(html: str) -> dict[str, str]:
     """Return {key name: holder application_name} as the status page shows them."""
@@ -504,20 +353,18 @@ def test_evict_moves_leadership_off_a_frozen_holder(fleet):
     fleet.wait_settled()  # the thawed process reconnects and stands by
 
 
-def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app):
-    from tests.test_auth import client_as
-
-    admin, viewer = client_as(app, "admin"), client_as(app, "viewer", "v@example.com")
+def test_pollers_share_a_snapshot_but_only_admins_get_the_action_links(app, auth):
+    admin, viewer = auth.client("admin"), auth.client("viewer", email="v@example.com")
     for _ in range(2):  # the second round comes from the shared snapshot
         assert "<th>Actions</th>" in admin.get("/status/live").get_data(as_text=True)
         assert "<th>Actions</th>" not in viewer.get("/status/live").get_data(as_text=True)
 
 
-def test_step_down_without_the_confirmed_holder_does_nothing(app, pg_url):
-    client = admin_client(app)
+def test_step_down_without_the_confirmed_holder_does_nothing(app, auth, pg_url):
+    client = auth.client("admin")
     with holding(pg_url, "soloist:b:2", PUBLISH_KEY) as conn:
         record_term(app, PUBLISH_KEY, conn)
-        token = csrf_from(client.get("/status/publish/step-down").get_data(as_text=True))
+        token = csrf_token(client, "/status/publish/step-down")
         response = client.post("/status/publish/step-down", follow_redirects=True,
                                data={"csrf_token": token})
     assert "did not say which holder" in response.get_data(as_text=True)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.cluster import PUBLISH_KEY, pid_of, wait_for
-from tests.test_status import PASSWORD, fleet  # noqa: F401  (the module's two instances)
+from tests.support import PASSWORD
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ def shown_holder(page) -> str | None:
 
 
 def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_killed(
-        browser, fleet):  # noqa: F811
+        browser, fleet):
     fleet.wait_settled()
     old = fleet.view.holder(PUBLISH_KEY)
     page = open_status(browser, fleet.other_than(old).url)
@@ -49,7 +49,7 @@ def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_kil
         page.close()
 
 
-def test_status_page_says_connection_lost_and_keeps_the_last_state(browser, fleet):  # noqa: F811
+def test_status_page_says_connection_lost_and_keeps_the_last_state(browser, fleet):
     # the last test of the module: it stops the instance the page polls
     fleet.wait_settled()
     watched = fleet.instances[0]

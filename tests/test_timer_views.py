@@ -6,45 +6,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from tests.support import post_form
 from webapp.extensions import db
-from webapp.models import Timer, TimerRun, User
+from webapp.models import Timer, TimerRun
 from webapp.plugins import workers
 from webapp.plugins.schedules import Schedule, format_local
 from webapp.scheduling import timers
-
-PASSWORD = "correct horse battery"
-TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-def add_user(email: str, role: str, timezone: str = "UTC") -> None:
-    """Create an active user with the shared test password."""
-    user = User(email=email, role=role, active=True, timezone=timezone)
-    user.set_password(PASSWORD)
-    db.session.add(user)
-    db.session.commit()
-
-
-def csrf_token(client, path: str = "/login") -> str:
-    """Return a CSRF token from a page's form."""
-    return TOKEN.search(client.get(path).get_data(as_text=True)).group(1)
-
-
-def sign_in(app, role: str, timezone: str = "UTC"):
-    """Return a test client signed in as a new user with role."""
-    email = f"{role}@example.com"
-    with app.app_context():
-        add_user(email, role, timezone)
-    client = app.test_client()
-    response = client.post("/login", data={"email": email, "password": PASSWORD,
-                                           "csrf_token": csrf_token(client)})
-    assert response.status_code == 302, response.get_data(as_text=True)
-    return client
-
-
-def post(client, path: str, data: dict | None = None):
-    """POST a form with a valid CSRF token, as the page would."""
-    return client.post(path, data={**(data or {}), "csrf_token": csrf_token(client, "/settings")})
-
 
 FORM = {"name": "Nightly sitemap", "action": "sitemap.rebuild", "params": "{}", "kind": "cron",
         "every": "", "unit": "minutes", "cron": "0 9 * * *", "run_at": "", "start_at": "",
@@ -57,17 +24,17 @@ def timer_count(app) -> int:
         return db.session.scalar(sa.select(sa.func.count(Timer.id)))
 
 
-def test_a_viewer_can_neither_see_nor_create_timers(app):
-    client = sign_in(app, "viewer")
+def test_a_viewer_can_neither_see_nor_create_timers(app, auth):
+    client = auth.client("viewer")
     assert client.get("/admin/timers/").status_code == 403
-    assert post(client, "/admin/timers/new", FORM).status_code == 403
+    assert post_form(client, "/admin/timers/new", FORM).status_code == 403
     assert timer_count(app) == 0
     assert "/admin/timers/" not in client.get("/admin/").get_data(as_text=True)
 
 
-def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app):
-    client = sign_in(app, "editor", timezone="Europe/Paris")
-    response = post(client, "/admin/timers/new", FORM)
+def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app, auth):
+    client = auth.client("editor", timezone="Europe/Paris")
+    response = post_form(client, "/admin/timers/new", FORM)
     assert response.status_code == 303
     with app.app_context():
         timer = db.session.scalar(sa.select(Timer))
@@ -91,10 +58,10 @@ def test_an_editor_creates_a_timer_and_sees_its_next_run_in_their_own_zone(app):
     ("run_at", "tomorrow-ish", "Give a date and time"),
 ])
 def test_the_timer_form_refuses_bad_input_next_to_the_field_and_keeps_it(
-        app, field: str, value: str, message: str):
-    client = sign_in(app, "editor")
+        app, auth, field: str, value: str, message: str):
+    client = auth.client("editor")
     kind = {"every": "every", "run_at": "once"}.get(field, "cron")
-    response = post(client, "/admin/timers/new", {**FORM, "kind": kind, field: value})
+    response = post_form(client, "/admin/timers/new", {**FORM, "kind": kind, field: value})
     assert response.status_code == 422
     page = response.get_data(as_text=True)
     error = re.search(rf'<small class="error" id="e-{field}">([^<]*)</small>', page)
@@ -103,31 +70,31 @@ def test_the_timer_form_refuses_bad_input_next_to_the_field_and_keeps_it(
     assert timer_count(app) == 0
 
 
-def test_run_now_pause_and_resume_need_csrf_and_redirect_after_the_post(app):
-    client = sign_in(app, "editor")
-    post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
+def test_run_now_pause_and_resume_need_csrf_and_redirect_after_the_post(app, auth):
+    client = auth.client("editor")
+    post_form(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
         timer_id = db.session.scalar(sa.select(Timer.id))
     assert client.post(f"/admin/timers/{timer_id}/run").status_code == 400  # no CSRF token
-    response = post(client, f"/admin/timers/{timer_id}/run")
+    response = post_form(client, f"/admin/timers/{timer_id}/run")
     assert response.status_code == 303
     assert response.headers["Location"].endswith(f"/admin/timers/{timer_id}")
     with app.app_context():
         assert db.session.scalars(sa.select(TimerRun.status)).all() == ["queued"]
-    assert post(client, f"/admin/timers/{timer_id}/pause").status_code == 303
+    assert post_form(client, f"/admin/timers/{timer_id}/pause").status_code == 303
     page = client.get(f"/admin/timers/{timer_id}").get_data(as_text=True)
     assert "Paused by editor@example.com." in page and ">Resume<" in page
-    assert post(client, f"/admin/timers/{timer_id}/resume").status_code == 303
+    assert post_form(client, f"/admin/timers/{timer_id}/resume").status_code == 303
     with app.app_context():
         assert not db.session.get(Timer, timer_id).paused
 
 
-def test_the_detail_page_shows_the_run_history_with_its_instance(app):
-    client = sign_in(app, "editor")
-    post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
+def test_the_detail_page_shows_the_run_history_with_its_instance(app, auth):
+    client = auth.client("editor")
+    post_form(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
         timer_id = db.session.scalar(sa.select(Timer.id).where(Timer.name == "Mine"))
-    post(client, f"/admin/timers/{timer_id}/run")
+    post_form(client, f"/admin/timers/{timer_id}/run")
     with app.app_context():
         timers.tick(datetime.now(UTC) + timedelta(seconds=1), "web.7")
         assert workers.drain(10)
@@ -135,17 +102,17 @@ def test_the_detail_page_shows_the_run_history_with_its_instance(app):
     assert "succeeded" in fragment and "web.7" in fragment and "0 posts listed" in fragment
 
 
-def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app):
-    client = sign_in(app, "editor")
-    post(client, "/admin/timers/new", {**FORM, "name": "Mine"})
+def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app, auth):
+    client = auth.client("editor")
+    post_form(client, "/admin/timers/new", {**FORM, "name": "Mine"})
     with app.app_context():
         timer_id = db.session.scalar(sa.select(Timer.id))
     form = client.get(f"/admin/timers/{timer_id}/edit").get_data(as_text=True)
     assert 'value="0 9 * * *"' in form and 'value="America/New_York"' in form
-    bad = post(client, f"/admin/timers/{timer_id}/edit", {**FORM, "cron": "0 25 * * *"})
+    bad = post_form(client, f"/admin/timers/{timer_id}/edit", {**FORM, "cron": "0 25 * * *"})
     assert bad.status_code == 422 and 'value="0 25 * * *"' in bad.get_data(as_text=True)
-    good = post(client, f"/admin/timers/{timer_id}/edit", {**FORM, "kind": "every",
-                                                           "every": "2", "unit": "hours"})
+    good = post_form(client, f"/admin/timers/{timer_id}/edit", {
+        **FORM, "kind": "every", "every": "2", "unit": "hours"})
     assert good.status_code == 303
     with app.app_context():
         timer = db.session.get(Timer, timer_id)
@@ -153,22 +120,22 @@ def test_editing_a_timer_keeps_what_was_typed_and_moves_its_next_run(app):
         assert timer.next_run_at - datetime.now(UTC) <= timedelta(hours=2)
 
 
-def test_only_admins_see_the_webhooks_page(app):
+def test_only_admins_see_the_webhooks_page(app, auth):
     for role in ("viewer", "editor"):
-        client = sign_in(app, role)
+        client = auth.client(role)
         assert client.get("/admin/webhooks/").status_code == 403
         assert "/admin/webhooks/" not in client.get("/admin/").get_data(as_text=True)
-    admin = sign_in(app, "admin")
+    admin = auth.client("admin")
     assert admin.get("/admin/webhooks/").status_code == 200
     assert "/admin/webhooks/" in admin.get("/admin/").get_data(as_text=True)
 
 
-def test_only_admins_switch_plugins_off(app):
-    editor = sign_in(app, "editor")
+def test_only_admins_switch_plugins_off(app, auth):
+    editor = auth.client("editor")
     assert editor.get("/admin/plugins/").status_code == 200
-    assert post(editor, "/admin/plugins/sitemap/disable").status_code == 403
-    admin = sign_in(app, "admin")
-    assert post(admin, "/admin/plugins/sitemap/disable").status_code == 303
+    assert post_form(editor, "/admin/plugins/sitemap/disable").status_code == 403
+    admin = auth.client("admin")
+    assert post_form(admin, "/admin/plugins/sitemap/disable").status_code == 303
     page = admin.get("/admin/plugins/").get_data(as_text=True)
     assert re.search(r'id="plugin-sitemap".*?badge paused">off', page, re.S)
 

@@ -244,7 +244,7 @@ def test_the_tick_works_on_sqlite_too(sqlite_app):
 
 def _tick_through(url: str, path: str, barrier, results) -> None:
     """Child process: run the plugin tick over the same simulated 30 s as the other child."""
-    from tests.conftest import make_app
+    from tests.support import make_app
 
     registry.register(probe)
     app = make_app(url)

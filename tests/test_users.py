@@ -6,7 +6,7 @@ import psycopg
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
-from tests.test_auth import PASSWORD, add_user, client_as, login, post_form, sign_in, text
+from tests.support import PASSWORD, add_user, csrf_token, post_form, text
 from webapp.extensions import db
 from webapp.models import User
 
@@ -23,8 +23,8 @@ def one_time_password(page: str) -> str:
     return page.split('class="one-time-password">')[1].split("<")[0]
 
 
-def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app):
-    admin = client_as(app, "admin")
+def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app, auth):
+    admin = auth.client("admin")
     response = post_form(admin, "/admin/users/", {"email": " New@Example.com", "role": "viewer"})
     assert response.status_code == 303
     shown = text(admin.get("/admin/users/"))
@@ -35,12 +35,13 @@ def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(a
     assert (created.role, created.active, created.must_change_password, created.timezone) == (
         "viewer", True, True, "")
     newcomer = app.test_client()
-    assert login(newcomer, "new@example.com", password).location == "/settings"
+    assert auth.login(email="new@example.com", password=password,
+                      client=newcomer).location == "/settings"
     assert newcomer.get("/admin/").location == "/settings"
 
 
-def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):
-    admin = client_as(app, "admin")
+def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app, auth):
+    admin = auth.client("admin")
     bad = post_form(admin, "/admin/users/", {"email": "not-an-email", "role": "editor"})
     assert bad.status_code == 422
     assert 'id="e-email"' in text(bad) and 'value="not-an-email"' in text(bad)
@@ -52,11 +53,10 @@ def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app):
         assert db.session.scalar(sa.select(sa.func.count()).select_from(User)) == 1
 
 
-def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):
-    admin = client_as(app, "admin")
+def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app, auth):
+    admin = auth.client("admin")
     editor_id = add_user(app, "ed@example.com", "editor")
-    editor = app.test_client()
-    sign_in(app, editor, editor_id)
+    editor = auth.client(email="ed@example.com")
     assert editor.get("/admin/posts/").status_code == 200
     response = post_form(admin, f"/admin/users/{editor_id}/role", {"role": "viewer"})
     assert response.status_code == 303
@@ -64,8 +64,8 @@ def test_an_admin_changes_a_role_and_it_applies_at_the_next_request(app):
     assert editor.get("/admin/posts/").status_code == 403
 
 
-def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):
-    admin = client_as(app, "admin")
+def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app, auth):
+    admin = auth.client("admin")
     admin_id = user(app, "admin@example.com").id
     add_user(app, "former@example.com", "admin", active=False)  # an inactive admin does not count
     demoted = post_form(admin, f"/admin/users/{admin_id}/role", {"role": "editor"})
@@ -76,45 +76,44 @@ def test_the_last_active_admin_can_be_neither_demoted_nor_deactivated(app):
     assert (stored.role, stored.active) == ("admin", True)
 
 
-def test_with_two_admins_one_may_step_down(app):
-    admin = client_as(app, "admin")
+def test_with_two_admins_one_may_step_down(app, auth):
+    admin = auth.client("admin")
     other_id = add_user(app, "other@example.com", "admin")
     assert post_form(admin, f"/admin/users/{other_id}/role", {"role": "editor"}).status_code == 303
     assert user(app, "other@example.com").role == "editor"
 
 
-def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app):
-    admin = client_as(app, "admin")
+def test_deactivating_signs_the_user_out_and_activating_lets_them_back(app, auth):
+    admin = auth.client("admin")
     editor_id = add_user(app, "ed@example.com", "editor")
-    editor = app.test_client()
-    sign_in(app, editor, editor_id)
+    editor = auth.client(email="ed@example.com")
     assert post_form(admin, f"/admin/users/{editor_id}/deactivate").status_code == 303
     assert editor.get("/admin/").status_code == 302
-    assert login(app.test_client(), "ed@example.com").status_code == 401
+    assert auth.login(email="ed@example.com", client=app.test_client()).status_code == 401
     assert post_form(admin, f"/admin/users/{editor_id}/activate").status_code == 303
-    assert login(app.test_client(), "ed@example.com").status_code == 302
+    assert auth.login(email="ed@example.com", client=app.test_client()).status_code == 302
 
 
-def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app):
-    admin = client_as(app, "admin")
+def test_a_password_reset_gives_a_new_one_time_password_and_ends_sessions(app, auth):
+    admin = auth.client("admin")
     editor_id = add_user(app, "ed@example.com", "editor")
-    editor = app.test_client()
-    sign_in(app, editor, editor_id)
+    editor = auth.client(email="ed@example.com")
     assert post_form(admin, f"/admin/users/{editor_id}/reset-password").status_code == 303
     password = one_time_password(text(admin.get("/admin/users/")))
     assert editor.get("/admin/").status_code == 302
-    assert login(app.test_client(), "ed@example.com", PASSWORD).status_code == 401
-    assert login(app.test_client(), "ed@example.com", password).location == "/settings"
+    assert auth.login(email="ed@example.com", password=PASSWORD,
+                      client=app.test_client()).status_code == 401
+    assert auth.login(email="ed@example.com", password=password,
+                      client=app.test_client()).location == "/settings"
 
 
-def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):
+def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, auth, pg_url):
     first_id, second_id = add_user(app, "a1@example.com", "admin"), add_user(
         app, "a2@example.com", "admin")
     clients = []
-    for user_id in (first_id, second_id):
-        client = app.test_client()
-        sign_in(app, client, user_id)
-        clients.append((client, {"csrf_token": csrf_of(client)}))
+    for email in ("a1@example.com", "a2@example.com"):
+        client = auth.client(email=email)
+        clients.append((client, {"csrf_token": csrf_token(client)}))
     results = {}
     with psycopg.connect(pg_url) as blocker:  # hold the admins' rows so both requests queue up
         blocker.execute("SELECT id FROM users WHERE role = 'admin' FOR UPDATE")
@@ -137,12 +136,6 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(app, pg_url):
     assert sorted(results.values()) == [303, 409]
     roles = {user(app, "a1@example.com").role, user(app, "a2@example.com").role}
     assert roles == {"admin", "editor"}
-
-
-def csrf_of(client) -> str:
-    from tests.test_auth import csrf_token
-
-    return csrf_token(client)
 
 
 def blocked_sessions(conn) -> int:

@@ -13,8 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
-from tests.conftest import make_app
-from tests.test_timer_views import post, sign_in
+from tests.support import AuthActions, make_app, post_form
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import HookEvent, webhooks, workers
@@ -215,15 +214,16 @@ def test_an_endpoint_that_became_private_is_not_called(hook_app, app, receiver):
 
 def test_admins_add_webhooks_from_the_page_and_never_see_the_secret_again(
         allowed_app, receiver, caplog):
-    admin = sign_in(allowed_app, "admin")
+    admin = allowed_app.test_client()
+    AuthActions(admin).login("admin")
     page = admin.get("/admin/webhooks/").get_data(as_text=True)
     assert 'name="secret"' in page  # a fresh random secret is offered
-    bad = post(admin, "/admin/webhooks/", {"url": "ftp://x", "events": "post.published",
-                                           "secret": SECRET})
+    bad = post_form(admin, "/admin/webhooks/", {"url": "ftp://x", "events": "post.published",
+                                                "secret": SECRET})
     assert bad.status_code == 422 and 'value="ftp://x"' in bad.get_data(as_text=True)
     assert 'id="e-url"' in bad.get_data(as_text=True)
-    added = post(admin, "/admin/webhooks/", {"url": receiver.url, "events": "post.published",
-                                             "secret": SECRET})
+    added = post_form(admin, "/admin/webhooks/", {"url": receiver.url,
+                                                  "events": "post.published", "secret": SECRET})
     assert added.status_code == 303
     assert SECRET not in admin.get("/admin/webhooks/").get_data(as_text=True)
     caplog.set_level(logging.DEBUG)
@@ -233,6 +233,6 @@ def test_admins_add_webhooks_from_the_page_and_never_see_the_secret_again(
         webhooks.deliver_due(at(T0), budget=5)
         failing = only_delivery()
     assert SECRET not in caplog.text and "sha256=" not in caplog.text
-    assert post(admin, f"/admin/webhooks/deliveries/{failing.id}/redeliver").status_code == 303
+    assert post_form(admin, f"/admin/webhooks/deliveries/{failing.id}/redeliver").status_code == 303
     log = admin.get("/admin/webhooks/").get_data(as_text=True)
     assert failing.delivery_id in log and SECRET not in log

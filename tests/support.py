@@ -1,0 +1,277 @@
+"""Helpers the test modules share: the app, users, signing in, CSRF, the API, leader state.
+
+conftest.py turns the ones a test asks for by name into fixtures (app, client, auth, api,
+fleet); test modules import the plain functions from here, never from each other.
+"""
+
+import http.cookiejar
+import json
+import os
+import re
+import urllib.parse
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import flask_migrate
+import psycopg
+import pytest
+import sqlalchemy as sa
+from werkzeug.security import generate_password_hash
+
+from tests.cluster import (
+    ADMIN_URL,
+    PLUGINS_KEY,
+    PUBLISH_KEY,
+    Instance,
+    LockView,
+    base_env,
+    create_database,
+    drop_database,
+    flask_cmd,
+    wait_for,
+)
+from webapp import create_app
+from webapp.apitokens import create_token
+from webapp.config import normalise_database_url
+from webapp.extensions import db
+from webapp.models import LeaderState, Post, User
+
+PASSWORD = "correct horse battery"
+FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
+CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"|name="csrf_token" value="([^"]+)"')
+
+# a valid timer form: every 5 minutes, in UTC
+TIMER = {"name": "Review timer", "action": "housekeeping.trim", "params": "{}", "kind": "every",
+         "every": "5", "unit": "minutes", "cron": "", "run_at": "", "start_at": "",
+         "timezone": "UTC", "misfire": "run_once", "grace_seconds": "60",
+         "max_runtime_seconds": "300", "max_failures": "5"}
+
+
+# The app -----------------------------------------------------------------------------------
+
+def postgres_or_skip() -> None:
+    """Skip the test when PostgreSQL is not reachable (fail instead on CI)."""
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as exc:
+        message = (f"PostgreSQL is not reachable at {ADMIN_URL} ({exc}); start it with "
+                   "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs PostgreSQL: {message}")
+        pytest.skip(message)
+
+
+def make_app(database_url: str, **config):
+    """Create a test app bound to database_url (migrated separately)."""
+    uri = normalise_database_url(database_url)
+    settings = {"TESTING": True, "SECRET_KEY": "test", "SQLALCHEMY_DATABASE_URI": uri,
+                "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "pytest"}
+    settings.update(config)
+    return create_app(settings)
+
+
+def migrate(app) -> None:
+    """Bring app's database to the current schema with the checked-in migrations."""
+    with app.app_context():
+        flask_migrate.upgrade()
+        db.engine.dispose()
+
+
+def text(response) -> str:
+    """Return a response's body as text."""
+    return response.get_data(as_text=True)
+
+
+def field_error(page: str, field: str) -> str:
+    """Return the error shown next to a form field ('' when there is none)."""
+    found = re.search(rf'<small class="error" id="e-{field}">([^<]*)</small>', page)
+    return found.group(1) if found else ""
+
+
+def count(app, model) -> int:
+    """Return how many rows model's table holds."""
+    with app.app_context():
+        return db.session.scalar(sa.select(sa.func.count()).select_from(model))
+
+
+def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
+    """Insert a post directly; return its id."""
+    with app.app_context():
+        post = Post(title=title, slug=fields.pop("slug", title.lower().replace(" ", "-")),
+                    body=fields.pop("body", "Some *text*."), status=status, version=1, **fields)
+        db.session.add(post)
+        db.session.commit()
+        return post.id
+
+
+# Users, signing in, CSRF -------------------------------------------------------------------
+
+def add_user(app, email: str = "ed@example.com", role: str = "editor", **extra) -> int:
+    """Insert an active user with PASSWORD; return its id."""
+    with app.app_context():
+        fields = {"active": True, "timezone": "UTC", **extra}
+        user = User(email=email, role=role,
+                    password_hash=generate_password_hash(PASSWORD, FAST_HASH), **fields)
+        db.session.add(user)
+        db.session.commit()
+        return user.id
+
+
+def csrf_from(html: str) -> str:
+    """Return the CSRF token a page carries (its meta tag or a form's hidden field)."""
+    found = CSRF.search(html)
+    return found.group(1) or found.group(2)
+
+
+def csrf_token(client, path: str = "/") -> str:
+    """Return the CSRF token of client's session, read from the page at path as a browser would."""
+    html = text(client.get(path))
+    if CSRF.search(html) is None:  # signed out: public pages carry no token, the sign-in form does
+        html = text(client.get("/login"))
+    return csrf_from(html)
+
+
+def post_form(client, url: str, data: dict | None = None, **kwargs):
+    """POST a form with the session's CSRF token filled in, as the page would."""
+    return client.post(url, data={**(data or {}), "csrf_token": csrf_token(client)}, **kwargs)
+
+
+class AuthActions:
+    """Sign a test client in and out through the real forms, as a user of some role."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+
+    def login(self, role: str = "editor", *, email: str | None = None,
+              password: str = PASSWORD, timezone: str = "UTC", client=None,
+              headers: dict | None = None, **fields: str):
+        """Submit the sign-in form on client (this one by default); return the response.
+
+        email defaults to <role>@example.com; when no user has it, an active one with role
+        and timezone is created first. fields are more form fields (next, zone).
+        """
+        client = client or self._client
+        email = email or f"{role}@example.com"
+        app = client.application
+        with app.app_context():
+            known = db.session.scalar(sa.select(User.id).where(
+                User.email == email.strip().lower()))
+        if known is None:
+            add_user(app, email, role, timezone=timezone)
+        return post_form(client, "/login", {"email": email, "password": password, **fields},
+                         headers=headers or {})
+
+    def logout(self, client=None):
+        """Submit the sign-out form on client (this one by default); return the response."""
+        return post_form(client or self._client, "/logout")
+
+    def client(self, role: str = "editor", *, email: str | None = None, timezone: str = "UTC"):
+        """Return a new test client signed in as role (see login)."""
+        client = self._client.application.test_client()
+        response = self.login(role, email=email, timezone=timezone, client=client)
+        assert response.status_code == 302, text(response)[:500]
+        return client
+
+
+# The JSON API ------------------------------------------------------------------------------
+
+class Api:
+    """A test client that sends JSON with a role's bearer token."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.client = app.test_client()
+        self.tokens: dict[str, str] = {}
+        for role in ("viewer", "editor", "admin"):
+            add_user(app, f"{role}@example.com", role)
+            with app.app_context():
+                user = db.session.scalar(sa.select(User).where(User.role == role))
+                self.tokens[role] = create_token(user, "tests")
+
+    def __call__(self, method: str, path: str, role: str | None = "editor", body=None,
+                 raw: str | None = None, token: str | None = None):
+        headers = {}
+        if token or role:
+            headers["Authorization"] = f"Bearer {token or self.tokens[role]}"
+        data = raw if raw is not None else (None if body is None else json.dumps(body))
+        response = self.client.open(path, method=method, data=data, headers=headers,
+                                    content_type="application/json")
+        assert response.status_code != 500, response.get_data(as_text=True)
+        assert response.is_json, f"{method} {path} answered {response.content_type}"
+        return response
+
+
+# Leadership --------------------------------------------------------------------------------
+
+def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,
+                heartbeat_age: float = 0.0) -> None:
+    """Record conn's backend as key's holder the way the scheduler does."""
+    with app.app_context():
+        now = db.session.scalar(sa.text("SELECT now()"))
+        db.session.merge(LeaderState(
+            key=key, term=term, holder=conn.info.parameter_status("application_name"),
+            holder_pid=conn.info.backend_pid, acquired_at=now - timedelta(minutes=5),
+            heartbeat_at=now - timedelta(seconds=heartbeat_age), last_result="published 3",
+            last_work_at=now, step_down_requested=False))
+        db.session.commit()
+
+
+class Fleet:
+    """Two gunicorn instances (one worker each) on their own database, with an admin."""
+
+    ADMIN = "admin@example.com"
+
+    def __init__(self, tmp: Path, **env: str) -> None:
+        self.url = create_database("soloist_leaderview")
+        self.env = base_env(self.url)
+        flask_cmd(self.env, "db", "upgrade")
+        flask_cmd(self.env, "create-user", self.ADMIN, "--role", "admin", "--password", PASSWORD)
+        self.token = flask_cmd(self.env, "create-token", self.ADMIN).stdout.split()[-1]
+        self.view = LockView(self.url)
+        self.instances = [Instance(name, self.url, workers=1, log_dir=tmp, **env).start()
+                          for name in ("a", "b")]
+
+    def settled(self) -> bool:
+        """Both keys held and one lock session per worker."""
+        return (set(self.view.holders()) == {PUBLISH_KEY, PLUGINS_KEY}
+                and len(self.view.lock_sessions()) == 2)
+
+    def wait_settled(self) -> None:
+        wait_for(self.settled, 60, "both keys held and both workers connected", interval=0.1)
+
+    def other_than(self, application_name: str) -> Instance:
+        """Return the instance that does not run the process application_name names."""
+        return next(i for i in self.instances if not i.owns(application_name))
+
+    def api(self, instance: Instance, path: str) -> object:
+        request = urllib.request.Request(instance.url + path,
+                                         headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+    def close(self) -> None:
+        for instance in self.instances:
+            instance.stop()
+        self.view.close()
+        drop_database(self.url)
+
+
+class WebSession:
+    """A signed-in browser session over plain HTTP (cookies, CSRF tokens from the forms)."""
+
+    def __init__(self, base: str, email: str) -> None:
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        token = csrf_from(self.get("/login"))
+        self.post("/login", {"email": email, "password": PASSWORD, "csrf_token": token})
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=10) as response:
+            return response.read().decode()
+
+    def post(self, path: str, form: dict) -> str:
+        data = urllib.parse.urlencode(form).encode()
+        with self.opener.open(self.base + path, data=data, timeout=15) as response:
+            return response.read().decode()
