@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
-from tests.support import Api, AuthActions, record_term
+from tests.support import TIMER, Api, AuthActions, count, field_error, post_form, record_term, text
 from webapp.extensions import db
 from webapp.models import ApiToken, OutboxEvent, Post, Timer, User, WebhookDelivery
 
@@ -317,3 +317,34 @@ def test_timers_are_listed_and_run_now_wakes_the_plugin_leader(api, app, pg_url)
     assert response.get_json()["run"]["status"] == "queued"
     assert [(n.channel, n.payload) for n in notes] == [("soloist_wake", "plugins")]
     error_of(api("POST", "/api/timers/999/run"), 404)
+
+
+# the ends of the calendar, odd digits, deep nesting ---------------------------------------
+
+
+@pytest.mark.parametrize("moment", ["9999-12-31T23:59:59-12:00", "0001-01-01T00:00:00+14:00",
+                                    "9999-12-31T23:30:00Z"])
+def test_the_api_refuses_a_publish_time_at_the_end_of_the_calendar(app, api, moment: str):
+    response = api("POST", "/api/posts", body={"title": "Far", "publish_at": moment})
+    assert response.status_code == 422
+    assert response.get_json()["field"] == "publish_at"
+    assert count(app, Post) == 0
+
+
+@pytest.mark.parametrize("page", ["²", "①"])
+def test_the_api_refuses_a_page_of_unicode_digits(api, page: str):
+    response = api("GET", f"/api/posts?page={page}", role="viewer")
+    assert response.status_code == 422
+    assert response.get_json()["field"] == "page"
+
+
+def test_json_nested_too_deeply_is_refused_not_a_crash(app, api, auth):
+    response = api("POST", "/api/posts", raw="[" * 100_000 + "]" * 100_000)
+    assert response.status_code == 400
+    response = api("POST", "/api/posts", raw='{"title": ' + "[" * 900 + "]" * 900 + "}")
+    assert response.status_code == 422 and response.get_json()["field"] == "title"
+    editor = auth.client("editor", email="timer-editor@example.com")
+    response = post_form(editor, "/admin/timers/new", {**TIMER, "params": "[" * 100_000})
+    assert response.status_code == 422
+    assert "JSON object" in field_error(text(response), "params")
+    assert count(app, Post) == 0 and count(app, Timer) == 0

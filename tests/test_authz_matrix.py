@@ -7,7 +7,7 @@ EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV)
 
 import pytest
 
-from tests.support import AuthActions, make_app, text
+from tests.support import Api, AuthActions, make_app, post_form, text
 from webapp import NAV
 from webapp.models import User
 
@@ -174,3 +174,15 @@ def test_an_id_too_big_for_the_database_is_404_not_500(open_app):
             if status != 404:
                 wrong.append(f"{method} {url}: {status}")
     assert not wrong, "an id no row can have should be 404:\n" + "\n".join(wrong)
+
+
+def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):
+    huge = "99999999999999999999"
+    client = sqlite_app.test_client()
+    AuthActions(client).login("admin", email="web-admin@example.com")
+    assert client.get(f"/admin/timers/{huge}").status_code == 404
+    assert post_form(client, f"/admin/webhooks/{huge}/delete").status_code == 404
+    assert post_form(client, f"/admin/webhooks/deliveries/{huge}/redeliver").status_code == 404
+    api = Api(sqlite_app)
+    assert api("GET", f"/api/webhooks/{huge}/deliveries", role="admin").status_code == 404
+    assert api("POST", f"/api/timers/{huge}/run").status_code == 404

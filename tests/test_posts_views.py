@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
-from tests.support import AuthActions, add_user, new_post, post_form, text
+from tests.support import AuthActions, add_user, field_error, new_post, post_form, text
 from webapp.extensions import db
 from webapp.locks import WAKE_CHANNEL
 from webapp.models import OutboxEvent, Post, User
@@ -482,3 +482,26 @@ def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(a
     assert "No publish leader right now" in summary()
     if "status.index" in app.view_functions:
         assert 'href="/status/"' in summary()
+
+
+# Edges -----------------------------------------------------------------------------------
+
+
+def test_a_post_stored_near_year_9999_does_not_break_the_pages_east_of_utc(app, client, auth):
+    auth.login("editor", email="paris@example.com", timezone="Europe/Paris")
+    with app.app_context():
+        post = Post(title="Far", slug="far", body="", status="scheduled", version=1,
+                    publish_at=datetime(9999, 12, 31, 23, 30, tzinfo=UTC))
+        db.session.add(post)
+        db.session.commit()
+        post_id = post.id
+    assert client.get("/admin/posts/").status_code == 200
+    assert client.get(f"/admin/posts/{post_id}").status_code == 200
+
+
+def test_an_oversized_body_is_reported_with_its_size_rounded_up(client, auth):
+    auth.login("editor")
+    response = post_form(client, "/admin/posts/new",
+                         {"title": "Big", "slug": "", "body": "x" * 200_001})
+    assert response.status_code == 422
+    assert "The body is 201 kB; the limit is 200 kB" in field_error(text(response), "body")

@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
+from webapp import posts
 from webapp.extensions import db
 from webapp.models import LeaderState, OutboxEvent, Post
 from webapp.scheduling import publish
@@ -67,12 +68,12 @@ def test_tick_unpublishes_posts_whose_time_is_up(any_app):
 
 def test_a_big_backlog_is_published_in_batches(any_app):
     with any_app.app_context():
-        add_posts(publish.BATCH_SIZE + 10, T0)
+        add_posts(posts.BATCH_SIZE + 10, T0)
         now = T0 + timedelta(seconds=1)
         assert publish.tick(now) == now  # more to do: come back at once
         assert publish.tick(now) is None
         assert set(statuses().values()) == {"published"}
-        assert len(published_events()) == publish.BATCH_SIZE + 10
+        assert len(published_events()) == posts.BATCH_SIZE + 10
 
 
 def test_a_tick_records_its_last_unit_of_work(app):
@@ -96,7 +97,7 @@ def _publish_until_done(url: str, barrier, results) -> None:
         barrier.wait(timeout=30)
         while True:
             now = datetime.now(UTC)
-            batch = publish.publish_due(now, limit=50)
+            batch = posts.publish_due(now, limit=50)
             if not batch:
                 break
             ids.extend(batch)
@@ -129,9 +130,9 @@ def test_two_processes_ticking_at_once_publish_every_post_exactly_once(app, pg_u
 def test_a_post_already_published_is_not_published_again(app):
     with app.app_context():
         add_posts(1, T0)
-        assert len(publish.publish_due(T0)) == 1
+        assert len(posts.publish_due(T0)) == 1
         # a second (stale) leader with the same clock finds nothing to do
-        assert publish.publish_due(T0) == []
+        assert posts.publish_due(T0) == []
         assert len(published_events()) == 1
 
 
@@ -165,10 +166,9 @@ def test_scheduling_something_sooner_wakes_the_leader(app, scheduler):
     wait_for(lambda: scheduler.leadership.held, 10, "the scheduler to lead")
     wait_for(lambda: PUBLISH.value in scheduler.due, 10, "a first publish tick")
     with app.app_context():
-        post = Post(title="Soon", slug="soon", body="", created_at=T0, updated_at=T0)
-        db.session.add(post)
-        publish.schedule(post, datetime.now(UTC) + timedelta(milliseconds=300))
-        db.session.commit()
+        post = posts.create_post("Soon", "soon", "")
+        posts.schedule_post(post.id, post.version, datetime.now(UTC) + timedelta(milliseconds=300),
+                            None)
 
         def published() -> bool:
             db.session.rollback()

@@ -370,3 +370,10 @@ def test_step_down_without_the_confirmed_holder_does_nothing(app, auth, pg_url):
     assert "did not say which holder" in response.get_data(as_text=True)
     with app.app_context():
         assert not db.session.get(LeaderState, PUBLISH_KEY).step_down_requested
+
+
+def test_a_lock_session_named_with_unicode_digits_is_not_taken_for_ours():
+    from webapp.status import parse_identity
+
+    assert parse_identity("soloist:web:²") == ("", None)
+    assert parse_identity("soloist:web:42") == ("web", 42)

@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import post_form
+from tests.support import TIMER, count, field_error, post_form, text
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun
 from webapp.plugins import workers
 from webapp.plugins.schedules import Schedule, format_local
+from webapp.plugins.timers import ensure_default_timers
 from webapp.scheduling import timers
 
 FORM = {"name": "Nightly sitemap", "action": "sitemap.rebuild", "params": "{}", "kind": "cron",
@@ -147,3 +148,64 @@ def test_a_once_at_time_the_clocks_skip_is_refused_like_a_posts(app):
     with pytest.raises(TimeInputError, match="does not exist in Europe/Paris"):
         parse_moment("2027-03-28T02:30", "Europe/Paris")
     assert parse_moment("2027-03-28T03:30", "Europe/Paris").hour == 1  # 03:30 CEST is 01:30 UTC
+
+
+# Huge numbers, far-off dates, a plugin's own timer ----------------------------------------
+
+
+@pytest.mark.parametrize(("changes", "field", "message"), [
+    ({"every": "99999999999999999999"}, "every", "at most 3660 days"),
+    ({"every": "2147483647", "unit": "days"}, "every", "at most 3660 days"),
+    ({"every": "2147483648", "unit": "seconds"}, "every", "at most 3660 days"),
+    ({"grace_seconds": "2147483648"}, "grace_seconds", "must be at most"),
+    ({"max_failures": "99999999999"}, "max_failures", "must be at most"),
+    ({"kind": "once", "run_at": "9999-12-31T23:59", "timezone": "America/Los_Angeles"},
+     "run_at", "out of range"),
+    ({"kind": "once", "run_at": "0001-01-01T00:00", "timezone": "Asia/Tokyo"},
+     "run_at", "out of range"),
+    ({"start_at": "0001-01-01T00:00", "timezone": "America/New_York"}, "start_at",
+     "out of range"),
+    ({"name": ""}, "name", "Give the timer a name."),
+])
+def test_a_timer_with_huge_numbers_or_far_off_dates_is_refused_next_to_the_field(
+        app, client, auth, changes: dict, field: str, message: str):
+    auth.login("editor")
+    response = post_form(client, "/admin/timers/new", {**TIMER, **changes})
+    assert response.status_code == 422
+    assert message in field_error(text(response), field)
+    assert count(app, Timer) == 0
+
+
+@pytest.mark.parametrize(("every", "unit", "zone", "start"), [
+    (1, "days", "UTC", datetime(9999, 12, 31, 23, 59, tzinfo=UTC)),
+    (5, "minutes", "Pacific/Kiritimati", datetime(9999, 12, 31, 9, 59, tzinfo=UTC)),
+])
+def test_a_timer_whose_slots_run_past_year_9999_still_shows_its_pages(
+        app, client, auth, every: int, unit: str, zone: str, start: datetime):
+    auth.login("editor")
+    with app.app_context():  # stored before the form refused such times
+        timer = Timer(name="Edge", plugin="housekeeping", action="trim", params={},
+                      kind="every", every=every, unit=unit, timezone=zone, start_at=start,
+                      next_run_at=start)
+        db.session.add(timer)
+        db.session.commit()
+        timer_id = timer.id
+    response = client.get(f"/admin/timers/{timer_id}")
+    assert response.status_code == 200
+    assert start.strftime("%Y-%m-%d %H:%M") in text(response)
+    assert client.get("/admin/timers/").status_code == 200
+
+
+def test_a_plugins_own_timer_keeps_its_action(app, client, auth):
+    auth.login("editor")
+    with app.app_context():
+        ensure_default_timers(datetime.now(UTC))
+        timer_id = db.session.scalar(sa.select(Timer.id).where(
+            Timer.plugin == "webhooks", Timer.default_key == "deliver"))
+    response = post_form(client, f"/admin/timers/{timer_id}/edit",
+                         {**TIMER, "name": "Webhooks: deliver", "action": "sitemap.rebuild"})
+    assert response.status_code == 422
+    assert "action stays webhooks.deliver" in field_error(text(response), "action")
+    with app.app_context():
+        timer = db.session.get(Timer, timer_id)
+        assert (timer.plugin, timer.action) == ("webhooks", "deliver")
