@@ -6,6 +6,7 @@ from pathlib import Path
 
 from flask import Flask
 
+from . import timefmt
 from .config import check_production_config, load_config
 from .extensions import db, migrate
 
@@ -26,6 +27,7 @@ def create_app(config: dict | None = None) -> Flask:
     configure_database(app)
     register_extensions(app)
     register_blueprints(app)
+    timefmt.init_app(app)
     register_commands(app)
     register_scheduler(app)
     return app

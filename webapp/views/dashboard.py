@@ -3,32 +3,15 @@
 from datetime import datetime
 
 from flask import Blueprint, current_app, g, render_template, url_for
-from flask_login import current_user
 
 from .. import posts
 from ..extensions import db
-from ..models import LeaderState, utcnow
+from ..models import LeaderState
 from ..scheduling.keys import PUBLISH
 from ..scheduling.work import database_now
 from ..security import role_required
-from ..timezones import format_local, relative
 
 bp = Blueprint("dashboard", __name__, url_prefix="/admin")
-
-
-@bp.app_template_filter("local")
-def local_time(moment: datetime | None) -> str:
-    """Format a UTC moment in the signed-in user's zone (UTC for everyone else)."""
-    zone = current_user.timezone if current_user.is_authenticated else "UTC"
-    return format_local(moment, zone)
-
-
-@bp.app_template_filter("ago")
-def ago(moment: datetime | None) -> str:
-    """Say how far a moment is from now: "in 12 min", "3 h ago"."""
-    # the database clock when the view read it, else this host's (reading it here would
-    # end the transaction and expire every row the template is still showing)
-    return relative(moment, g.get("db_now") or utcnow())
 
 
 @bp.get("/")

@@ -12,7 +12,7 @@ from ..models import Timer
 from ..plugins import registry
 from ..plugins import timers as domain
 from ..plugins.base import ValidationError
-from ..plugins.schedules import UNITS, Schedule, format_local
+from ..plugins.schedules import UNITS, Schedule
 from ..security import role_required
 
 bp = Blueprint("timers", __name__, url_prefix="/admin/timers")
@@ -25,12 +25,6 @@ def user_zone() -> str:
     """Return the signed-in user's time zone (UTC if it is unknown)."""
     zone = getattr(current_user, "timezone", "") or "UTC"
     return zone if zone in domain.zones() else "UTC"
-
-
-@bp.app_template_filter("timer_local")
-def timer_local(moment: datetime | None, zone: str | None = None) -> str:
-    """Show moment in zone (the user's by default)."""
-    return format_local(moment, zone or user_zone()) if moment else "—"
 
 
 @bp.app_template_filter("timer_schedule")
