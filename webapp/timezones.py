@@ -1,4 +1,4 @@
-"""Local date-times in a named zone to aware UTC and back, and relative hints ("in 12 min").
+"""Local date-times in a named zone to aware UTC, and back into a datetime-local input.
 
 Editors type wall-clock times in their own zone. A time that does not exist
 (skipped when clocks go forward) is refused with a suggestion; a time that
@@ -10,6 +10,11 @@ import re
 from datetime import UTC, datetime
 from functools import lru_cache
 from zoneinfo import ZoneInfo, available_timezones
+
+# showing a time is timefmt's job; format_local and relative stay importable from here
+# for tests/test_timezones.py, which checks them next to the parsing they mirror
+from .timefmt import ago as relative  # noqa: F401
+from .timefmt import format_local, to_local  # noqa: F401
 
 DEFAULT_ZONE = "UTC"
 MIN_YEAR, MAX_YEAR = 1970, 9000  # far enough from datetime's limits for any zone's offset
@@ -99,52 +104,9 @@ def in_range(moment: datetime) -> datetime:
     return as_utc
 
 
-def to_local(moment: datetime, zone_name: str | None) -> datetime:
-    """Return an aware UTC moment as an aware datetime in zone_name (UTC at the calendar's end)."""
-    try:
-        return moment.astimezone(zone_or_default(zone_name))
-    except OverflowError:  # a row stored before times were range-checked: show it in UTC
-        return moment.astimezone(UTC)
-
-
-def format_local(moment: datetime | None, zone_name: str | None) -> str:
-    """Format a UTC moment in zone_name, e.g. 2026-03-29 11:00 CEST."""
-    if moment is None:
-        return ""
-    local = to_local(moment, zone_name)
-    return f"{_show(local.replace(tzinfo=None))} {local.tzname()}"
-
-
 def input_value(moment: datetime | None, zone_name: str | None) -> str:
     """Return a UTC moment as a datetime-local input value in zone_name."""
     if moment is None:
         return ""
     local = to_local(moment, zone_name).replace(tzinfo=None, microsecond=0)
     return local.strftime("%Y-%m-%dT%H:%M:%S" if local.second else "%Y-%m-%dT%H:%M")
-
-
-def relative(moment: datetime | None, now: datetime) -> str:
-    """Return a short hint like "in 12 min", "3 h ago" or "in 2 days"."""
-    if moment is None:
-        return ""
-    seconds = (moment - now).total_seconds()
-    span = _span(abs(seconds))
-    if span is None:
-        return "now"
-    return f"in {span}" if seconds > 0 else f"{span} ago"
-
-
-def _span(seconds: float) -> str | None:
-    whole = int(seconds)
-    if whole < 1:
-        return None
-    if whole < 60:
-        return f"{whole} s"
-    if whole < 3600:
-        return f"{whole // 60} min"
-    hours, minutes = divmod(whole // 60, 60)
-    if hours < 10 and minutes:
-        return f"{hours} h {minutes} min"
-    if hours < 48:
-        return f"{hours} h"
-    return f"{hours // 24} days"

@@ -13,6 +13,8 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
+from .. import timefmt
+
 UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 KINDS = ("every", "cron", "once")
 _MAX_STEPS = 10
@@ -161,13 +163,8 @@ def real_local(naive: datetime, zone: ZoneInfo) -> datetime:
 
 
 def format_local(moment: datetime | None, zone: str) -> str:
-    """Return moment as 'YYYY-MM-DD HH:MM' in zone ('' for None)."""
-    if moment is None:
-        return ""
-    try:
-        return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M")
-    except OverflowError:  # stored before times were range-checked: past year 9999 there
-        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """Return moment in zone without its abbreviation, for describe(), which names the zone."""
+    return timefmt.format_local(moment, zone, show_zone=False)
 
 
 def explain_cron(expr: str) -> str:

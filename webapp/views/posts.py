@@ -8,7 +8,8 @@ from ..markdown import render
 from ..models import Post
 from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
 from ..security import role_required
-from ..timezones import TimeInputError, format_local, get_zone, input_value, parse_local, zone_names
+from ..timefmt import format_local
+from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
