@@ -4,10 +4,10 @@ from datetime import datetime
 
 from flask import current_app, jsonify, request, url_for
 
-from .. import posts
-from ..models import Post
-from ..scheduling.work import database_now
-from .api import ApiError, api_role, bp, invalid, iso, json_body, page_arg, text_field, time_field
+from ... import posts
+from ...models import Post
+from ...scheduling.work import database_now
+from . import ApiError, api_role, bp, invalid, iso, json_body, page_arg, text_field, time_field
 
 FIELDS = {"title", "body", "slug", "publish_at", "unpublish_at"}
 PAGE_SIZE = 50

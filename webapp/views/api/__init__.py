@@ -11,10 +11,10 @@ from functools import wraps
 
 from flask import Blueprint, Response, g, jsonify, request
 
-from ..apitokens import user_for_token
-from ..extensions import csrf
-from ..status import leaders_json, snapshot
-from ..timezones import MAX_YEAR, MIN_YEAR, TimeInputError, in_range
+from ...apitokens import user_for_token
+from ...extensions import csrf
+from ...status import leaders_json, snapshot
+from ...timezones import MAX_YEAR, MIN_YEAR, TimeInputError, in_range
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)
@@ -178,4 +178,4 @@ def leaders():
     return jsonify(leaders_json(snapshot(history_size=0)))
 
 
-from . import api_plugins, api_posts  # noqa: E402, F401  (their endpoints live on bp)
+from . import plugins, posts  # noqa: E402, F401  (their endpoints live on bp)

@@ -2,11 +2,11 @@
 
 from flask import jsonify, url_for
 
-from ..extensions import db
-from ..models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
-from ..plugins import endpoints, timers
-from ..plugins.base import ValidationError
-from .api import ApiError, api_role, bp, invalid, iso, json_body, text_field
+from ...extensions import db
+from ...models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
+from ...plugins import endpoints, timers
+from ...plugins.base import ValidationError
+from . import ApiError, api_role, bp, invalid, iso, json_body, text_field
 
 DELIVERIES_LIMIT = 100
 
