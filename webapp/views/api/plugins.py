@@ -1,4 +1,4 @@
-"""The webhooks and timers endpoints of the JSON API (on the api blueprint)."""
+"""Serve the webhooks and timers endpoints of the JSON API."""
 
 from flask import jsonify, url_for
 
@@ -6,7 +6,11 @@ from ...extensions import db
 from ...models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
 from ...plugins import endpoints, timers
 from ...plugins.base import ValidationError
-from . import ApiError, api_role, bp, invalid, iso, json_body, text_field
+from ...timefmt import iso
+from .auth import api_role
+from .blueprint import bp
+from .errors import ApiError, invalid
+from .inputs import json_body, text_field
 
 DELIVERIES_LIMIT = 100
 

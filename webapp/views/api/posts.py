@@ -1,4 +1,4 @@
-"""The posts endpoints of the JSON API (on the api blueprint)."""
+"""Serve the posts endpoints of the JSON API."""
 
 from datetime import datetime
 
@@ -7,7 +7,11 @@ from flask import current_app, jsonify, request, url_for
 from ... import posts
 from ...models import Post
 from ...scheduling.work import database_now
-from . import ApiError, api_role, bp, invalid, iso, json_body, page_arg, text_field, time_field
+from ...timefmt import iso
+from .auth import api_role
+from .blueprint import bp
+from .errors import ApiError, invalid
+from .inputs import json_body, page_arg, text_field, time_field
 
 FIELDS = {"title", "body", "slug", "publish_at", "unpublish_at"}
 PAGE_SIZE = 50

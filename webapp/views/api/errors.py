@@ -1,0 +1,30 @@
+"""Answer a failed API request with a JSON error naming what was wrong."""
+
+from flask import Response, jsonify
+
+
+class ApiError(Exception):
+    """Answer the request with a JSON error naming what was wrong."""
+
+    def __init__(self, status: int, error: str, detail: str = "", field: str | None = None,
+                 fields: dict[str, str] | None = None) -> None:
+        super().__init__(detail or error)
+        self.status, self.error, self.detail = status, error, detail or error
+        self.fields = fields or ({field: self.detail} if field else {})
+
+
+def invalid(field: str, detail: str) -> ApiError:
+    """Return a 422 error for one bad field."""
+    return ApiError(422, f"Invalid field: {field}", f"{field}: {detail}", field)
+
+
+def error_response(exc: ApiError) -> tuple[Response, int]:
+    """Turn an ApiError into its JSON body and status (the blueprint's error handler)."""
+    body = {"error": exc.error, "detail": exc.detail}
+    if exc.fields:
+        body["field"] = next(iter(exc.fields))
+        body["fields"] = exc.fields
+    response = jsonify(body)
+    if exc.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="soloist"'
+    return response, exc.status
