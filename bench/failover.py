@@ -179,7 +179,7 @@ def _other_tick(bench: Bench, tick_id: int, pid: int, t0: float):
     return rows[0][0] if rows else None
 
 
-def run_trials(name: str, n: int, fn) -> list[dict]:  # noqa: ANN001
+def run_trials(name: str, n: int, fn) -> list[dict]:
     """Run n trials of fn, logging each one."""
     results = []
     for i in range(n):

@@ -65,21 +65,21 @@ def pages(deep_before: int) -> list[tuple[str, str]]:
 class SqlClock:
     """Adds up the time the app's engine spends in the database (cursor execute to return)."""
 
-    def __init__(self, engine) -> None:  # noqa: ANN001
+    def __init__(self, engine) -> None:
         from sqlalchemy import event
 
         self.total = 0.0
         event.listen(engine, "before_cursor_execute", self._before)
         event.listen(engine, "after_cursor_execute", self._after)
 
-    def _before(self, conn, *_args) -> None:  # noqa: ANN001, ANN002
+    def _before(self, conn, *_args) -> None:
         conn.info.setdefault("started", []).append(time.perf_counter())
 
-    def _after(self, conn, *_args) -> None:  # noqa: ANN001, ANN002
+    def _after(self, conn, *_args) -> None:
         self.total += time.perf_counter() - conn.info["started"].pop()
 
 
-def time_pages(client, clock: SqlClock, urls: list[tuple[str, str]],  # noqa: ANN001
+def time_pages(client, clock: SqlClock, urls: list[tuple[str, str]],
                rounds: int) -> dict[str, tuple]:
     """Return {url: (median ms, p95 ms, median SQL ms, status)} over rounds after a warm-up."""
     results = {}
@@ -97,11 +97,11 @@ def time_pages(client, clock: SqlClock, urls: list[tuple[str, str]],  # noqa: AN
     return results
 
 
-def signed_in_client(app):  # noqa: ANN001, ANN201
-    from tests.test_auth import add_user, sign_in
+def signed_in_client(app):
+    from tests.support import AuthActions
 
     client = app.test_client()
-    sign_in(app, client, add_user(app, "bench@example.com", "editor"))
+    AuthActions(client).login("editor", email="bench@example.com")
     return client
 
 
@@ -110,7 +110,7 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
-    from tests.conftest import make_app
+    from tests.support import make_app
     from webapp.extensions import db
 
     with Bench("posts_list") as bench:

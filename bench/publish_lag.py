@@ -58,7 +58,7 @@ class Observer:
             self.done += 1
         return self.done == len(self.ids)
 
-    def run(self, deadline: float, check=None) -> None:  # noqa: ANN001
+    def run(self, deadline: float, check=None) -> None:
         """Poll until every post is published; fail at the deadline (monotonic)."""
         while not self.poll():
             if check is not None:
@@ -69,7 +69,7 @@ class Observer:
             time.sleep(0.01)
 
 
-def measure(bench: Bench, ids: list[int], deadline: float, check=None) -> dict:  # noqa: ANN001
+def measure(bench: Bench, ids: list[int], deadline: float, check=None) -> dict:
     """Observe ids until all are published; return lags (ms) and the exactly-once check."""
     observer = Observer(bench, ids)
     observer.run(deadline, check)
@@ -88,7 +88,7 @@ def measure(bench: Bench, ids: list[int], deadline: float, check=None) -> dict: 
 
 
 def spread_run(bench: Bench, prefix: str, n: int, lead: float, spread: float,
-               slack: float, check=None) -> dict:  # noqa: ANN001
+               slack: float, check=None) -> dict:
     """Schedule n posts over spread s starting lead s from now; measure their lag."""
     log(f"{prefix}: scheduling {n} posts over {spread:g} s starting in {lead:g} s")
     ids = bench.insert_posts(prefix, n, lead=lead, spread=spread)

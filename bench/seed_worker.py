@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import sqlalchemy as sa  # noqa: E402
 
 from webapp import create_app  # noqa: E402
+from webapp.db import database_now  # noqa: E402
 from webapp.extensions import db  # noqa: E402
-from webapp.locks import with_scheduler_leader_lock  # noqa: E402
-from webapp.scheduling.keys import PUBLISH  # noqa: E402
-from webapp.scheduling.publish import publish_due  # noqa: E402
-from webapp.scheduling.work import database_now  # noqa: E402
+from webapp.leadership import with_scheduler_leader_lock  # noqa: E402
+from webapp.leadership.keys import PUBLISH  # noqa: E402
+from webapp.posts import publish_due  # noqa: E402
 
 TICK_SQL = sa.text(
     "INSERT INTO bench_seed_ticks (pid, instance, published) VALUES (:pid, :instance, :n)"

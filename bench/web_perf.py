@@ -3,7 +3,7 @@
 One gunicorn instance (WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS as configured,
 4 by default, schedulers running) serves a fresh PostgreSQL database holding POSTS published
 posts with Markdown bodies of a few paragraphs (one INSERT ... SELECT). Beside it, 9 plain
-python processes each open a webapp.locks.PgLockSession (soloist:standbyN:<pid>) and sit
+python processes each open a webapp.leadership.pg.PgLockSession (soloist:standbyN:<pid>) and sit
 there, so the status page lists 10 instances (the serving one with its 2 workers' lock
 sessions, plus 9 standbys: 11 lock sessions). A viewer created with `flask create-user`
 signs in through POST /login (urllib, CSRF token from the form); its session cookie goes to
@@ -125,7 +125,7 @@ def hold_lock_session() -> None:
     import signal
 
     sys.path.insert(0, str(ROOT))
-    from webapp.locks import PgLockSession
+    from webapp.leadership.pg import PgLockSession
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     session = PgLockSession(os.environ["DATABASE_URL"], os.environ["INSTANCE_NAME"])
@@ -426,7 +426,7 @@ def machine_cpu() -> tuple[float, float]:
 class CpuMeter:
     """CPU used during a run by gunicorn, by this database's backends, by wrk, by the rest."""
 
-    def __init__(self, bench, inst) -> None:  # noqa: ANN001
+    def __init__(self, bench, inst) -> None:
         self.bench, self.inst = bench, inst
 
     def _app_pids(self) -> list[int]:
@@ -493,7 +493,7 @@ def find_wrk() -> str:
     return wrk
 
 
-def fill(bench, n: int) -> int:  # noqa: ANN001
+def fill(bench, n: int) -> int:
     """Insert n published posts in one statement; return their mean body length."""
     from common import log
 
@@ -524,7 +524,7 @@ def check_pages(base: str, cookie: str) -> list[str]:
     return seen
 
 
-def measure(bench, inst, wrk: str, args: argparse.Namespace, page: tuple,  # noqa: ANN001
+def measure(bench, inst, wrk: str, args: argparse.Namespace, page: tuple,
             cookie: str) -> dict:
     """Warm up, then measure one page with wrk; add the server-side times from the log."""
     from common import log
@@ -690,7 +690,7 @@ def print_report(args: argparse.Namespace, found: dict, load_before: tuple,
         f"{args.posts:,} published posts (mean body {found['avg_len']} characters of "
         f"Markdown: headings, paragraphs with emphasis, code and links, a list, a quote).",
         f"Connected: the serving instance's 2 worker lock sessions plus {STANDBYS} plain "
-        f"python processes each holding an idle webapp.locks.PgLockSession; the fragment "
+        f"python processes each holding an idle webapp.leadership.pg.PgLockSession; the fragment "
         f"listed {len(set(seen))} instances ({len(seen)} lock sessions).",
         f"wrk runs on the same {os.cpu_count()}-CPU machine as gunicorn and PostgreSQL and "
         f"competes with them for CPU.",

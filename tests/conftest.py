@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from tests.cluster import LockView, create_database, drop_database
 from tests.support import Api, AuthActions, Fleet, make_app, migrate, postgres_or_skip
 from webapp.extensions import db
-from webapp.locks import close_all_sessions
+from webapp.leadership import close_all_sessions
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from tests.cluster import (
     pid_of,
     wait_for,
 )
-from webapp.filelocks import FileLockSession, read_holder
+from webapp.leadership.files import FileLockSession, read_holder
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from tests.cluster import (
     wait_for,
 )
 from webapp.budget import check_connection_budget
-from webapp.locks import PgLockSession
+from webapp.leadership.pg import PgLockSession
 
 pytestmark = pytest.mark.slow
 

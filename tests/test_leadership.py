@@ -6,9 +6,11 @@ import psycopg
 import pytest
 
 from tests.cluster import ADMIN_URL, wait_for
-from webapp.locks import HANDOVER_CHANNEL, PgLockSession
-from webapp.scheduling.keys import PLUGINS, PUBLISH
-from webapp.scheduling.leadership import Leadership
+from webapp.db import HANDOVER_CHANNEL
+from webapp.leadership.election import Leadership
+from webapp.leadership.keys import PLUGINS, PUBLISH
+from webapp.leadership.pg import PgLockSession
+from webapp.scheduling.wakeup import Waiter
 
 KEYS = [PUBLISH.value, PLUGINS.value]
 
@@ -89,7 +91,7 @@ def test_release_notifies_standbys_and_one_takes_over(process, pg_view):
     a, b = process("a"), process("b")
     a.poll()
     a.release_all("graceful stop")
-    notes = b.locks.wait(5)
+    notes = Waiter().wait(b.locks, 5)
     assert {n.channel for n in notes} == {HANDOVER_CHANNEL}
     assert sorted(b.poll()) == sorted(KEYS)
     kinds = [(kind, term, holder) for key, kind, term, holder in events(pg_view)
@@ -121,7 +123,7 @@ def test_leader_that_keeps_heartbeating_is_never_evicted(process):
     for _ in range(15):
         a.verify()
         assert b.poll() == []
-        b.locks.wait(0.1)
+        Waiter().wait(b.locks, 0.1)  # a tenth of a second between polls
 
 
 def test_terminated_lock_session_is_noticed_and_leadership_recovers(process, pg_view):

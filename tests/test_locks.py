@@ -8,17 +8,17 @@ import pytest
 
 from tests.cluster import ROOT, wait_for
 from webapp.extensions import db
-from webapp.filelocks import FileLockSession, read_holder
-from webapp.locks import (
+from webapp.leadership import (
     PG_TOKEN,
     SQLITE_TOKEN,
-    PgLockSession,
-    identity,
     release_leader,
     try_acquire_leader,
     with_scheduler_leader_lock,
 )
-from webapp.scheduling.keys import PLUGINS, PUBLISH, derive_key
+from webapp.leadership.base import identity
+from webapp.leadership.files import FileLockSession, read_holder
+from webapp.leadership.keys import PLUGINS, PUBLISH, derive_key
+from webapp.leadership.pg import PgLockSession
 
 
 @pytest.fixture
@@ -185,14 +185,14 @@ def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):
 
 _TRY_SCRIPT = """
 import sys
-from webapp.filelocks import FileLockSession
+from webapp.leadership.files import FileLockSession
 s = FileLockSession(sys.argv[1], "other")
 print("acquired" if s.try_lock(int(sys.argv[2])) else "busy")
 """
 
 _HOLD_SCRIPT = """
 import sys
-from webapp.filelocks import FileLockSession
+from webapp.leadership.files import FileLockSession
 s = FileLockSession(sys.argv[1], "holder")
 assert s.try_lock(int(sys.argv[2]))
 print("holding", flush=True)

@@ -18,9 +18,9 @@ from webapp.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from webapp.plugins import housekeeping, registry, sitemap, workers
-from webapp.plugins.timers import create_timer
-from webapp.scheduling import publish, timers
+from webapp.plugins import housekeeping, registry, sitemap
+from webapp.scheduling import plugin_tick, publish, workers
+from webapp.timers import create_timer
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 
@@ -97,7 +97,7 @@ def test_a_broken_plugin_does_not_stop_the_others_timers(app, installed):
         timer = create_timer({"name": "Ping", "action": "good.ping", "params": '{"word": "hi"}',
                               "kind": "every", "every": "1", "unit": "minutes",
                               "start_at": T0.isoformat()}, now=T0 - timedelta(seconds=1))
-        timers.tick(T0)
+        plugin_tick.tick(T0)
         assert workers.drain(10)
         run = db.session.scalar(sa.select(TimerRun).where(TimerRun.timer_id == timer.id))
         assert (run.status, run.result) == ("succeeded", "hi")
@@ -119,14 +119,14 @@ def test_hooks_get_each_outbox_event_at_least_once_with_its_id(app, installed):
     with app.app_context():
         publish_and_unpublish(T0)
         event_id = db.session.scalar(sa.select(OutboxEvent.id))
-        timers.tick(T0)
+        plugin_tick.tick(T0)
         assert workers.drain(10)
         assert [("published", event_id, "hi")] == good_module().SEEN  # raised: retried later
         failed = db.session.scalar(sa.select(HookDelivery).where(HookDelivery.plugin == "good"))
         assert (failed.status, failed.attempts, failed.last_error) == (
             "pending", 1, "RuntimeError: receiver down")
         publish.tick(T0 + timedelta(minutes=1))
-        timers.tick(T0 + timedelta(minutes=1))
+        plugin_tick.tick(T0 + timedelta(minutes=1))
         assert workers.drain(10)
         seen = good_module().SEEN
         assert seen[:2] == [("published", event_id, "hi"), ("published", event_id, "hi")]
@@ -142,7 +142,7 @@ def test_a_switched_off_plugin_gets_no_events(app, installed):
     with app.app_context():
         registry.set_enabled("good", False)
         publish_and_unpublish(T0)
-        timers.tick(T0)
+        plugin_tick.tick(T0)
         assert workers.drain(10)
         assert good_module().SEEN == []
         hooked = set(db.session.scalars(sa.select(HookDelivery.plugin)))
@@ -157,7 +157,7 @@ def test_the_sitemap_lists_published_posts_and_every_instance_serves_it(app):
         db.session.add(Post(title="Draft", slug="draft", body="", status="draft",
                             created_at=T0, updated_at=T0))
         db.session.commit()
-        timers.tick(T0)  # the publish hook rebuilds it at once
+        plugin_tick.tick(T0)  # the publish hook rebuilds it at once
         assert workers.drain(10)
     response = client.get("/sitemap.xml", base_url="https://example.org")
     assert response.status_code == 200 and response.mimetype == "application/xml"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.cluster import free_port, wait_for
-from webapp.locks import PgLockSession, TransactionPoolerError
-from webapp.scheduling.keys import PUBLISH
-from webapp.scheduling.leadership import Leadership
+from webapp.leadership.election import Leadership
+from webapp.leadership.keys import PUBLISH
+from webapp.leadership.pg import PgLockSession, TransactionPoolerError
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

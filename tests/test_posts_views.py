@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from tests.cluster import wait_for
 from tests.support import AuthActions, add_user, field_error, new_post, post_form, text
+from webapp.db import WAKE_CHANNEL
 from webapp.extensions import db
-from webapp.locks import WAKE_CHANNEL
 from webapp.models import OutboxEvent, Post, User
 from webapp.posts import MAX_BODY_BYTES
 from webapp.scheduling import publish
@@ -459,8 +459,8 @@ def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app, auth):
 
 
 def set_leader(app, heartbeat_age: float | None) -> None:
+    from webapp.leadership.keys import PUBLISH
     from webapp.models import LeaderState
-    from webapp.scheduling.keys import PUBLISH
 
     with app.app_context():
         beat = None if heartbeat_age is None else datetime.now(UTC) - timedelta(

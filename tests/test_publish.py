@@ -9,9 +9,9 @@ import sqlalchemy as sa
 from tests.cluster import wait_for
 from webapp import posts
 from webapp.extensions import db
+from webapp.leadership.keys import PUBLISH
 from webapp.models import LeaderState, OutboxEvent, Post
 from webapp.scheduling import publish
-from webapp.scheduling.keys import PUBLISH
 from webapp.scheduling.runner import Scheduler
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)

@@ -20,10 +20,10 @@ from tests.support import (
     record_term,
 )
 from webapp.extensions import db
-from webapp.filelocks import FileLockSession
+from webapp.leadership.files import FileLockSession
+from webapp.leadership.keys import KEYS, SchedulerKey, derive_key
+from webapp.leadership.status import snapshot
 from webapp.models import LeaderEvent, LeaderState
-from webapp.scheduling.keys import KEYS, SchedulerKey, derive_key
-from webapp.status import snapshot
 
 
 def row(snap, name: str):
@@ -373,7 +373,7 @@ def test_step_down_without_the_confirmed_holder_does_nothing(app, auth, pg_url):
 
 
 def test_a_lock_session_named_with_unicode_digits_is_not_taken_for_ours():
-    from webapp.status import parse_identity
+    from webapp.leadership.base import parse_identity
 
     assert parse_identity("soloist:web:²") == ("", None)
     assert parse_identity("soloist:web:42") == ("web", 42)

@@ -9,10 +9,9 @@ import sqlalchemy as sa
 from tests.support import TIMER, count, field_error, post_form, text
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun
-from webapp.plugins import workers
 from webapp.plugins.schedules import Schedule, format_local
-from webapp.plugins.timers import ensure_default_timers
-from webapp.scheduling import timers
+from webapp.scheduling import plugin_tick, workers
+from webapp.timers import ensure_default_timers
 
 FORM = {"name": "Nightly sitemap", "action": "sitemap.rebuild", "params": "{}", "kind": "cron",
         "every": "", "unit": "minutes", "cron": "0 9 * * *", "run_at": "", "start_at": "",
@@ -97,7 +96,7 @@ def test_the_detail_page_shows_the_run_history_with_its_instance(app, auth):
         timer_id = db.session.scalar(sa.select(Timer.id).where(Timer.name == "Mine"))
     post_form(client, f"/admin/timers/{timer_id}/run")
     with app.app_context():
-        timers.tick(datetime.now(UTC) + timedelta(seconds=1), "web.7")
+        plugin_tick.tick(datetime.now(UTC) + timedelta(seconds=1), "web.7")
         assert workers.drain(10)
     fragment = client.get(f"/admin/timers/{timer_id}/runs").get_data(as_text=True)
     assert "succeeded" in fragment and "web.7" in fragment and "0 posts listed" in fragment
@@ -142,7 +141,7 @@ def test_only_admins_switch_plugins_off(app, auth):
 
 
 def test_a_once_at_time_the_clocks_skip_is_refused_like_a_posts(app):
-    from webapp.plugins.timers import parse_moment
+    from webapp.timers import parse_moment
     from webapp.timezones import TimeInputError
 
     with pytest.raises(TimeInputError, match="does not exist in Europe/Paris"):

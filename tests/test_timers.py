@@ -11,12 +11,12 @@ import sqlalchemy as sa
 
 from tests.cluster import wait_for
 from webapp.extensions import db
+from webapp.leadership.keys import PLUGINS
 from webapp.models import Timer, TimerRun
-from webapp.plugins import Param, Plugin, registry, workers
-from webapp.plugins.timers import create_timer, pause, queue_run_now, resume
-from webapp.scheduling import timers
-from webapp.scheduling.keys import PLUGINS
+from webapp.plugins import Param, Plugin, registry
+from webapp.scheduling import plugin_tick, workers
 from webapp.scheduling.runner import Scheduler
+from webapp.timers import create_timer, pause, queue_run_now, resume
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 
@@ -83,11 +83,11 @@ def settled(timer: Timer) -> list[TimerRun]:
 def test_a_due_slot_runs_once_and_the_next_run_comes_from_the_schedule(engine):
     timer = make_timer()
     assert timer.next_run_at == T0
-    assert timers.tick(T0 - timedelta(seconds=5)) == T0
+    assert plugin_tick.tick(T0 - timedelta(seconds=5)) == T0
     assert runs(timer) == []
-    upcoming = timers.tick(T0 + timedelta(seconds=4))  # a late tick, inside the grace window
+    upcoming = plugin_tick.tick(T0 + timedelta(seconds=4))  # a late tick, inside the grace window
     assert upcoming == T0 + timedelta(seconds=10)  # from the slot, not from the tick
-    assert timers.tick(T0 + timedelta(seconds=4)) == upcoming  # nothing is run twice
+    assert plugin_tick.tick(T0 + timedelta(seconds=4)) == upcoming  # nothing is run twice
     [run] = settled(timer)
     assert (run.scheduled_for, run.trigger, run.status) == (T0, "schedule", "succeeded")
     assert run.started_at == T0 + timedelta(seconds=4) and run.result == "recorded"
@@ -98,7 +98,7 @@ def test_a_due_slot_runs_once_and_the_next_run_comes_from_the_schedule(engine):
 def test_after_an_outage_run_once_catches_up_with_a_single_run(engine):
     timer = make_timer(every=1, unit="minutes")
     back = T0 + timedelta(hours=2, seconds=30)
-    upcoming = timers.tick(back, "web.1")
+    upcoming = plugin_tick.tick(back, "web.1")
     [run] = settled(timer)
     assert (run.trigger, run.status, run.instance) == ("catch_up", "succeeded", "web.1")
     assert run.scheduled_for == T0 + timedelta(hours=2)  # the latest missed slot
@@ -108,29 +108,29 @@ def test_after_an_outage_run_once_catches_up_with_a_single_run(engine):
 
 def test_after_an_outage_skip_records_the_missed_slot_and_waits_for_the_next(engine):
     timer = make_timer(every=1, unit="minutes", misfire="skip")
-    upcoming = timers.tick(T0 + timedelta(hours=2, seconds=30))
+    upcoming = plugin_tick.tick(T0 + timedelta(hours=2, seconds=30))
     [run] = settled(timer)
     assert run.status == "skipped" and "misfire policy: skip" in run.error
     assert upcoming == T0 + timedelta(hours=2, minutes=1)
     assert RECORDED == []
-    timers.tick(upcoming)
+    plugin_tick.tick(upcoming)
     assert [r.status for r in settled(timer)] == ["skipped", "succeeded"]
 
 
 def test_a_slot_late_by_more_than_the_grace_window_is_a_misfire(engine):
     timer = make_timer(every=1, unit="hours", misfire="skip", grace_seconds=30)
-    timers.tick(T0 + timedelta(seconds=29))
-    timers.tick(T0 + timedelta(hours=1, seconds=31))
+    plugin_tick.tick(T0 + timedelta(seconds=29))
+    plugin_tick.tick(T0 + timedelta(hours=1, seconds=31))
     assert [(r.scheduled_for, r.status) for r in settled(timer)] == [
         (T0, "succeeded"), (T0 + timedelta(hours=1), "skipped")]
 
 
 def test_a_run_past_its_maximum_runtime_is_timed_out_without_blocking_the_tick(engine):
     timer = make_timer("probe.block", max_runtime_seconds=2)
-    timers.tick(T0)
+    plugin_tick.tick(T0)
     assert wait_for(lambda: [r.status for r in runs(timer)] == ["running"], 5, "the run")
     started = time.monotonic()
-    upcoming = timers.tick(T0 + timedelta(seconds=3))
+    upcoming = plugin_tick.tick(T0 + timedelta(seconds=3))
     assert time.monotonic() - started < 2  # the tick did not wait for the action
     [run] = runs(timer)
     assert run.status == "timed_out" and "maximum runtime of 2 s" in run.error
@@ -142,8 +142,8 @@ def test_a_run_past_its_maximum_runtime_is_timed_out_without_blocking_the_tick(e
 
 def test_a_slot_is_skipped_while_the_previous_run_is_still_running(engine):
     timer = make_timer("probe.block")
-    timers.tick(T0)
-    timers.tick(T0 + timedelta(seconds=10))
+    plugin_tick.tick(T0)
+    plugin_tick.tick(T0 + timedelta(seconds=10))
     statuses = [(r.scheduled_for, r.status) for r in runs(timer)]
     assert statuses == [(T0, "running"), (T0 + timedelta(seconds=10), "skipped")]
     assert "still running" in runs(timer)[1].error
@@ -156,7 +156,7 @@ def test_run_now_is_queued_and_run_by_the_leader_not_by_the_caller(engine):
     run = queue_run_now(timer, now=T0)
     assert queue_run_now(timer, now=T0 + timedelta(seconds=1)).id == run.id  # one waiting run
     assert runs(timer)[0].status == "queued" and RECORDED == []
-    timers.tick(T0 + timedelta(seconds=1))
+    plugin_tick.tick(T0 + timedelta(seconds=1))
     [done] = settled(timer)
     assert (done.trigger, done.status) == ("manual", "succeeded")
     assert [(timer.id, T0)] == RECORDED
@@ -164,13 +164,13 @@ def test_run_now_is_queued_and_run_by_the_leader_not_by_the_caller(engine):
 
 def test_run_now_waits_while_a_run_is_in_flight(engine):
     timer = make_timer("probe.block")
-    timers.tick(T0)
+    plugin_tick.tick(T0)
     queue_run_now(timer, now=T0 + timedelta(seconds=1))
-    timers.tick(T0 + timedelta(seconds=2))
+    plugin_tick.tick(T0 + timedelta(seconds=2))
     assert [r.status for r in runs(timer)] == ["running", "queued"]
     RELEASE.set()
     assert workers.drain(10)
-    timers.tick(T0 + timedelta(seconds=3))
+    plugin_tick.tick(T0 + timedelta(seconds=3))
     assert [r.status for r in settled(timer)] == ["succeeded", "succeeded"]
 
 
@@ -193,7 +193,7 @@ def test_the_plugin_leader_runs_a_run_now_request_as_soon_as_it_is_queued(engine
 def test_a_timer_pauses_itself_after_repeated_failures_and_says_why(engine):
     timer = make_timer("probe.fail", max_failures=3)
     for slot in range(4):
-        timers.tick(T0 + timedelta(seconds=10 * slot))
+        plugin_tick.tick(T0 + timedelta(seconds=10 * slot))
         assert workers.drain(10)
     history = settled(timer)
     assert [r.status for r in history] == ["failed", "failed", "failed"]
@@ -209,13 +209,13 @@ def test_a_timer_pauses_itself_after_repeated_failures_and_says_why(engine):
 def test_a_paused_timer_or_a_switched_off_plugin_does_not_run(engine):
     timer = make_timer()
     pause(timer)
-    timers.tick(T0 + timedelta(seconds=1))
+    plugin_tick.tick(T0 + timedelta(seconds=1))
     resume(timer, now=T0 - timedelta(seconds=1))
     registry.set_enabled("probe", False)
-    timers.tick(T0 + timedelta(seconds=1))
+    plugin_tick.tick(T0 + timedelta(seconds=1))
     assert settled(timer) == []
     registry.set_enabled("probe", True)
-    timers.tick(T0 + timedelta(seconds=1))
+    plugin_tick.tick(T0 + timedelta(seconds=1))
     assert [r.status for r in settled(timer)] == ["succeeded"]
 
 
@@ -224,7 +224,7 @@ def test_a_timer_whose_schedule_cannot_be_computed_is_paused_and_the_others_run(
     db.session.execute(sa.update(Timer).where(Timer.id == bad.id)
                        .values(timezone="Atlantis/Lost"))  # e.g. a zone a tzdata update dropped
     db.session.commit()
-    timers.tick(T0 + timedelta(minutes=1))
+    plugin_tick.tick(T0 + timedelta(minutes=1))
     assert [r.status for r in settled(good)] == ["succeeded"]
     db.session.refresh(bad)
     assert bad.paused and "cannot be computed" in bad.paused_reason
@@ -236,7 +236,7 @@ def test_the_tick_works_on_sqlite_too(sqlite_app):
     try:
         with sqlite_app.app_context():
             timer = make_timer()
-            timers.tick(T0)
+            plugin_tick.tick(T0)
             assert [r.status for r in settled(timer)] == ["succeeded"]
     finally:
         registry.unregister("probe")
@@ -251,7 +251,7 @@ def _tick_through(url: str, path: str, barrier, results) -> None:
     with app.app_context():
         barrier.wait(timeout=60)
         for step in range(121):
-            timers.tick(T0 + timedelta(seconds=step / 4), f"child-{os.getpid()}")
+            plugin_tick.tick(T0 + timedelta(seconds=step / 4), f"child-{os.getpid()}")
         workers.drain(30)
         db.engine.dispose()
     results.put(os.getpid())

@@ -16,9 +16,9 @@ from tests.cluster import wait_for
 from tests.support import AuthActions, make_app, post_form
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
-from webapp.plugins import HookEvent, webhooks, workers
+from webapp.plugins import HookEvent, webhooks
 from webapp.plugins.endpoints import WebhookError, create_webhook, redeliver
-from webapp.scheduling import publish, timers
+from webapp.scheduling import plugin_tick, publish, workers
 
 SECRET = "s3cret-for-the-receiver-only"
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
@@ -114,7 +114,7 @@ def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
     create_webhook(receiver.url, ["post.published"], SECRET)
     now = datetime.now(UTC)
     event = published_event(now)
-    timers.tick(now, "web.1")  # fans the event out to the hooks, off any web request
+    plugin_tick.tick(now, "web.1")  # fans the event out to the hooks, off any web request
     wait_for(lambda: receiver.requests, 10, "the webhook to arrive")
     assert workers.drain(10)
     [(headers, body)] = receiver.requests

@@ -8,6 +8,7 @@ from flask import Flask
 
 from . import timefmt
 from .config import check_production_config, load_config
+from .db import enable_sqlite_pragmas, is_sqlite_url
 from .extensions import db, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,7 @@ def configure_database(app: Flask) -> None:
     options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     # a logged database error must not carry its statement's values (webhook secrets, hashes)
     options.setdefault("hide_parameters", True)
-    if uri.startswith("postgresql"):
+    if not is_sqlite_url(uri):
         options.setdefault("pool_size", app.config["DB_POOL_SIZE"])
         options.setdefault("max_overflow", app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
@@ -66,9 +67,7 @@ def register_extensions(app: Flask) -> None:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
-    if app.config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
-        from .sqlite import enable_sqlite_pragmas
-
+    if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
         with app.app_context():
             enable_sqlite_pragmas(db.engine)
 

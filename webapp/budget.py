@@ -18,7 +18,7 @@ def per_process(pool_size: int, max_overflow: int) -> int:
     return 1 + pool_size + max_overflow
 
 
-def check_connection_budget(locks, pool_size: int, max_overflow: int) -> str | None:  # noqa: ANN001
+def check_connection_budget(locks, pool_size: int, max_overflow: int) -> str | None:
     """Log (and return) a warning when the fleet could run out of connections."""
     limit, reserved, in_use, processes = locks.execute(BUDGET_SQL)[0]
     usable = limit - reserved

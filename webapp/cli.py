@@ -5,8 +5,11 @@ import secrets
 import click
 import sqlalchemy as sa
 from flask import Flask
+from flask.cli import with_appcontext
 
+from .apitokens import create_token, revoke_tokens
 from .extensions import db
+from .leadership.cli import leaders_command
 from .models import User
 from .timezones import is_zone
 
@@ -15,10 +18,9 @@ def init_app(app: Flask) -> None:
     """Register the commands on app."""
     app.cli.add_command(ensure_admin)
     app.cli.add_command(create_user)
-    from .leader_cli import COMMANDS as leader_commands  # leaders, create-token, revoke-tokens
-
-    for command in leader_commands:
-        app.cli.add_command(command)
+    app.cli.add_command(create_token_command)
+    app.cli.add_command(revoke_tokens_command)
+    app.cli.add_command(leaders_command)
 
 
 @click.command("ensure-admin")
@@ -60,3 +62,35 @@ def create_user(email: str, role: str, password: str | None, zone: str) -> None:
     db.session.add(user)
     db.session.commit()
     click.echo(f"Created {role} {email}.")
+
+
+def _user(email: str) -> User:
+    user = db.session.scalar(sa.select(User).where(User.email == email.strip().lower()))
+    if user is None:
+        raise click.ClickException(f"no user has the email {email}")
+    return user
+
+
+@click.command("create-token")
+@with_appcontext
+@click.argument("email")
+@click.option("--label", default="", help="What the token is for, e.g. 'deploy script'.")
+def create_token_command(email: str, label: str) -> None:
+    """Create an API token for a user; print it once, on the last line."""
+    user = _user(email)
+    if not user.active:
+        raise click.ClickException(f"{user.email} is deactivated; activate the user first")
+    token = create_token(user, label)
+    click.echo(f"Created an API token for {user.email} (acts with the role {user.role}).")
+    click.echo("It is shown once and stored only as a hash: copy it now. Send it as")
+    click.echo("'Authorization: Bearer <token>'.")
+    click.echo(token)
+
+
+@click.command("revoke-tokens")
+@with_appcontext
+@click.argument("email")
+def revoke_tokens_command(email: str) -> None:
+    """Revoke every API token of a user."""
+    user = _user(email)
+    click.echo(f"Revoked {revoke_tokens(user)} API token(s) of {user.email}.")

@@ -39,14 +39,14 @@ logconfig_dict = {
 }
 
 
-def post_worker_init(worker):  # noqa: ANN001, ANN201
+def post_worker_init(worker):
     """Start this worker's scheduler thread, after the fork."""
     from webapp.scheduling import runner
 
     runner.start(worker.wsgi)
 
 
-def worker_exit(server, worker):  # noqa: ANN001, ANN201
+def worker_exit(server, worker):
     """Hand this worker's keys over before it exits, well inside graceful_timeout."""
     from webapp.scheduling import runner
 

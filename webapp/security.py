@@ -78,7 +78,7 @@ def role_required(role: str) -> Callable:
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
-        def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def wrapped(*args, **kwargs):
             if not current_user.is_authenticated:
                 if request.headers.get("HX-Request"):
                     abort(401)  # a polled fragment keeps its content and says it lost touch
@@ -92,7 +92,7 @@ def role_required(role: str) -> Callable:
     return decorator
 
 
-def require_new_password():  # noqa: ANN201
+def require_new_password():
     """Send a user whose password an admin set to the settings page until they change it."""
     if (current_user.is_authenticated and current_user.must_change_password
             and request.endpoint not in PASSWORD_CHANGE_ENDPOINTS
@@ -109,10 +109,10 @@ NUL_REFUSED = ("Text with a NUL character (\\0) cannot be saved or searched for:
                "and try again.")
 
 
-def refuse_nul_characters():  # noqa: ANN201
+def refuse_nul_characters():
     """Refuse a form or query with a NUL character, which PostgreSQL text cannot hold.
 
-    The JSON API checks its own bodies and names the field (views/api.py).
+    The JSON API checks its own bodies and names the field (views/api/).
     """
     if request.path.startswith("/api/"):
         return None
@@ -162,6 +162,23 @@ def clear_failures(email: str) -> None:
 
 
 # Accounts -------------------------------------------------------------------------------
+
+MAX_USER_ID = 2**31 - 1  # users.id is an INTEGER: a larger id in a URL names nobody
+
+
+def find_user(email: str) -> User | None:
+    """Return the user with this (lower-case) email, if any."""
+    return db.session.scalar(sa.select(User).where(User.email == email))
+
+
+def get_user(user_id: int) -> User | None:
+    """Return the user with this id, if any."""
+    return db.session.get(User, user_id) if 0 < user_id <= MAX_USER_ID else None
+
+
+def list_users() -> list[User]:
+    """Return every user, by email."""
+    return list(db.session.scalars(sa.select(User).order_by(User.email)))
 
 
 class AccountError(ValueError):

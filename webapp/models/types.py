@@ -5,6 +5,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..db import is_sqlite_dialect
+
 # Ids of tables that grow without bound. SQLite autoincrements only an INTEGER
 # primary key, so it keeps INTEGER there (64-bit anyway).
 BigId = sa.BigInteger().with_variant(sa.Integer, "sqlite")
@@ -28,7 +30,7 @@ class UTCDateTime(sa.TypeDecorator):
             raise ValueError("naive datetime given to a UTC column; attach a time zone")
         value = value.astimezone(UTC)
         # SQLite has no time zones: store naive UTC, process_result_value reattaches it
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return value.replace(tzinfo=None) if is_sqlite_dialect(dialect) else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:

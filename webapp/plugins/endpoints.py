@@ -114,7 +114,7 @@ def deliveries(limit: int = 100, endpoint_id: int | None = None) -> list[Webhook
 
 def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
     """Send a delivery again, same id and body, with a fresh retry budget."""
-    from .timers import queue_run_now
+    from ..timers import queue_run_now
 
     delivery.status = "pending"
     delivery.attempts = 0

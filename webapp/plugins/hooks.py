@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import HookDelivery, OutboxEvent
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
-from .store import for_update_skip_locked, insert_ignoring_conflicts
 
 log = logging.getLogger("soloist.plugins.hooks")
 
@@ -54,7 +54,7 @@ def fan_out(now: datetime) -> int:
     return len(events)
 
 
-def _claimable(now: datetime):  # noqa: ANN202
+def _claimable(now: datetime):
     return sa.or_(
         sa.and_(HookDelivery.status == "pending", HookDelivery.next_attempt_at <= now),
         sa.and_(HookDelivery.status == "running", HookDelivery.claimed_at < now - LEASE),

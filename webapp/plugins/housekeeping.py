@@ -14,10 +14,10 @@ plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17
                      misfire="run_once", grace_seconds=3600)
 
 
-def trim(now, runs_days: int = 30, deliveries_days: int = 30,  # noqa: ANN001
+def trim(now, runs_days: int = 30, deliveries_days: int = 30,
          leader_events_days: int = 90) -> dict[str, int]:
     """Delete finished history older than each retention; return how many rows of each."""
-    def before(days: int):  # noqa: ANN202
+    def before(days: int):
         return now - timedelta(days=days)
 
     statements = {

@@ -19,7 +19,7 @@ class UnsafeURL(ValueError):
     """A webhook URL Soloist refuses to call."""
 
 
-def split_url(url: str):  # noqa: ANN201
+def split_url(url: str):
     """Return the URL's parts if it is a plain http(s) URL with a host; raise UnsafeURL."""
     try:
         parts = urlsplit(url)

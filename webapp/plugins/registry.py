@@ -6,7 +6,6 @@ the rest load and run. Which plugins are switched off lives in the database.
 
 import importlib
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -39,7 +38,6 @@ class _Loaded:
     sources: dict[str, str]
 
 
-_lock = threading.Lock()
 _loaded: _Loaded | None = None
 _registered: dict[str, Plugin] = {}
 
@@ -59,25 +57,26 @@ def unregister(name: str) -> None:
 def reload() -> None:
     """Forget what was loaded; the next lookup loads everything again."""
     global _loaded
-    with _lock:
-        _loaded = None
+    _loaded = None
 
 
 def _load() -> _Loaded:
+    """Load every plugin once; a second thread loading at the same moment gets the same
+    plugin objects (Python imports each module once), so the race needs no lock."""
     global _loaded
-    with _lock:
-        if _loaded is None:
-            loaded = _Loaded({}, {}, {})
-            for name in BUILTIN:
-                module = f"{__package__}.{name}"
-                _add(loaded, name, f"built in ({module})",
-                     lambda m=module: importlib.import_module(m).plugin)
-            for ep in entry_points(group=GROUP):
-                _add(loaded, ep.name, f"entry point {ep.value}", ep.load)
-            for plugin in _registered.values():
-                _add(loaded, plugin.name, "registered in code", lambda p=plugin: p)
-            _loaded = loaded
-        return _loaded
+    found = _loaded
+    if found is None:
+        found = _Loaded({}, {}, {})
+        for name in BUILTIN:
+            module = f"{__package__}.{name}"
+            _add(found, name, f"built in ({module})",
+                 lambda m=module: importlib.import_module(m).plugin)
+        for ep in entry_points(group=GROUP):
+            _add(found, ep.name, f"entry point {ep.value}", ep.load)
+        for plugin in _registered.values():
+            _add(found, plugin.name, "registered in code", lambda p=plugin: p)
+        _loaded = found
+    return found
 
 
 def _add(loaded: _Loaded, name: str, source: str, loader: Callable) -> None:

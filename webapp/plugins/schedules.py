@@ -33,7 +33,7 @@ class Schedule:
     start_at: datetime | None = None
 
     @classmethod
-    def of(cls, timer) -> "Schedule":  # noqa: ANN001
+    def of(cls, timer) -> "Schedule":
         """Return the schedule of a Timer row."""
         return cls(timer.kind, timer.timezone, timer.every, timer.unit, timer.cron,
                    timer.run_at, timer.start_at)

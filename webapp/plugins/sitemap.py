@@ -10,9 +10,9 @@ from urllib.parse import quote
 
 import sqlalchemy as sa
 
+from ..db import database_now
 from ..extensions import db
 from ..models import OutboxEvent, PluginDocument, Post
-from ..scheduling.work import database_now
 from .base import HookEvent, Param, Plugin, RunContext
 
 DOCUMENT = "sitemap.xml"

@@ -21,14 +21,12 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
-from ..scheduling.work import database_now
 from .base import HookEvent, Plugin, RunContext
 from .hooks import backoff
 from .net import UnsafeURL, post
-from .store import for_update_skip_locked, insert_ignoring_conflicts
-from .workers import clock
 
 log = logging.getLogger("soloist.plugins.webhooks")
 
@@ -91,7 +89,7 @@ def enqueue(event: HookEvent) -> int:
     return len(rows)
 
 
-def _claimable(now: datetime):  # noqa: ANN202
+def _claimable(now: datetime):
     lease = timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + 60)
     return sa.or_(
         sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now),

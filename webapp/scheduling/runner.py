@@ -17,12 +17,14 @@ import psycopg
 from flask import Flask
 
 from ..budget import check_connection_budget
+from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url
 from ..extensions import db
-from ..locks import HANDOVER_CHANNEL, WAKE_CHANNEL, LockUnavailable, lock_session
-from ..plugins import workers
-from . import publish, timers
-from .keys import KEYS, PLUGINS, PUBLISH
-from .leadership import RECONNECT_MIN, Leadership
+from ..leadership import lock_session
+from ..leadership.base import LockUnavailable
+from ..leadership.election import RECONNECT_MIN, Leadership
+from ..leadership.keys import KEYS, PLUGINS, PUBLISH
+from . import plugin_tick, publish, workers
+from .wakeup import Waiter
 from .work import record_work
 
 log = logging.getLogger("soloist.scheduler")
@@ -38,18 +40,19 @@ DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
 class Scheduler:
     """Leadership plus the ticks of the keys this process leads."""
 
-    def __init__(self, app: Flask, locks=None) -> None:  # noqa: ANN001
+    def __init__(self, app: Flask, locks=None) -> None:
         cfg = app.config
         self.app = app
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"])
         self.leadership = Leadership(
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
         )
-        self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: timers.tick}
+        self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: plugin_tick.tick}
         self.poll_seconds = cfg["FOLLOWER_POLL_SECONDS"]
         self.heartbeat_seconds = min(1.0, cfg["LEADER_STALE_SECONDS"] / 4)
-        sqlite = cfg["LOCK_DATABASE_URL"].startswith("sqlite")
+        sqlite = is_sqlite_url(cfg["LOCK_DATABASE_URL"])
         self.idle_recheck = IDLE_RECHECK_SQLITE if sqlite else IDLE_RECHECK_PG
+        self.waiter = Waiter()
         self.due: dict[int, float] = {}
         self.next_poll = 0.0
         self.next_heartbeat = 0.0
@@ -72,7 +75,7 @@ class Scheduler:
     def stop(self, timeout: float = 20.0) -> bool:
         """Finish the unit of work in hand, hand leadership over, and stop."""
         self._stopping.set()
-        self.locks.interrupt()
+        self.waiter.interrupt()
         if self.thread is not None:
             self.thread.join(timeout)
             if self.thread.is_alive():
@@ -111,7 +114,7 @@ class Scheduler:
     def wait(self, delay: float) -> None:
         """Sleep up to delay; a notification or stop() wakes it early."""
         try:
-            notes = self.locks.wait(delay)
+            notes = self.waiter.wait(self.locks, delay)
         except DB_ERRORS as exc:
             self.leadership.lose_all(f"lock connection failed while waiting: {exc}")
             return
@@ -206,7 +209,7 @@ class Scheduler:
             delay = min(delay, (upcoming - now).total_seconds() - elapsed + 0.002)
         self.due[key] = time.monotonic() + max(0.0, delay)
 
-    def _record_failure(self, key: int, now, exc: Exception) -> None:  # noqa: ANN001
+    def _record_failure(self, key: int, now, exc: Exception) -> None:
         try:
             record_work(key, now, f"error: {type(exc).__name__}: {exc}")
         except Exception:

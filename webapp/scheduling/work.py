@@ -1,11 +1,10 @@
-"""Bookkeeping shared by every scheduler's ticks."""
+"""Bookkeeping shared by every key's tick."""
 
 from datetime import datetime
 
 import sqlalchemy as sa
 
 from ..extensions import db
-from ..locks import WAKE_CHANNEL
 from ..models import LeaderState
 
 
@@ -17,21 +16,3 @@ def record_work(key: int, now: datetime, result: str) -> None:
         .values(last_work_at=now, last_result=result[:500])
     )
     db.session.commit()
-
-
-def wake_scheduler(name: str) -> None:
-    """NOTIFY the leaders (delivered when the current transaction commits; PostgreSQL only)."""
-    if db.session.get_bind().dialect.name == "postgresql":
-        db.session.execute(sa.text("SELECT pg_notify(:channel, :name)"),
-                           {"channel": WAKE_CHANNEL, "name": name})
-
-
-def database_now() -> datetime:
-    """Return the database clock (the app's clock on SQLite, which is the same host)."""
-    from datetime import UTC
-
-    if db.session.get_bind().dialect.name == "postgresql":
-        value = db.session.scalar(sa.text("SELECT now()"))
-        db.session.rollback()
-        return value
-    return datetime.now(UTC)

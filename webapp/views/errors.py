@@ -29,7 +29,7 @@ def wants_json() -> bool:
     return request.path.startswith("/api/")
 
 
-def render_error(status: int, detail: str | None = None):  # noqa: ANN201
+def render_error(status: int, detail: str | None = None):
     """Render an error page or JSON error for status."""
     message = MESSAGES.get(status, "Something went wrong.")
     if wants_json():
@@ -44,7 +44,7 @@ class IntegerConverter(routing.IntegerConverter):
     SQLite cannot even bind an int past 64 bits (an OverflowError, not a DataError).
     """
 
-    def __init__(self, map, fixed_digits: int = 0, min: int | None = None,  # noqa: A002, ANN001
+    def __init__(self, map, fixed_digits: int = 0, min: int | None = None,  # noqa: A002
                  max: int | None = 2**63 - 1, signed: bool = False) -> None:  # noqa: A002
         super().__init__(map, fixed_digits, min, max, signed)
 
@@ -54,22 +54,22 @@ def init_app(app: Flask) -> None:
     app.url_map.converters["int"] = IntegerConverter
 
     @app.errorhandler(CSRFError)
-    def csrf_error(error: CSRFError):  # noqa: ANN202
+    def csrf_error(error: CSRFError):
         return render_error(400, "The form expired or was not sent from Soloist: reload the "
                                  "page and try again.")
 
     @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException):  # noqa: ANN202
+    def http_error(error: HTTPException):
         return render_error(error.code or 500, error.description if wants_json() else None)
 
     @app.errorhandler(DataError)
-    def out_of_range(error: DataError):  # noqa: ANN202
+    def out_of_range(error: DataError):
         # e.g. an id in the URL beyond the column's range: nothing can be there
         db.session.rollback()
         return render_error(404)
 
     @app.errorhandler(Exception)
-    def unexpected(error: Exception):  # noqa: ANN202
+    def unexpected(error: Exception):
         app.logger.exception("unhandled error on %s %s", request.method, request.path)
         # the error page reads the signed-in user: a failed flush must not break it too
         with suppress(SQLAlchemyError):

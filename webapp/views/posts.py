@@ -89,7 +89,7 @@ def new():
                            preview=render(form["body"])), 422 if errors else 200
 
 
-def _edit_page(post: Post, status: int = 200, **context):  # noqa: ANN003, ANN202
+def _edit_page(post: Post, status: int = 200, **context):
     form = context.pop("form", None) or {
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
         "digest": domain.content_digest(post.title, post.slug, post.body)}
@@ -99,7 +99,7 @@ def _edit_page(post: Post, status: int = 200, **context):  # noqa: ANN003, ANN20
 
 
 def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | None = None,
-                   **context) -> dict:  # noqa: ANN003
+                   **context) -> dict:
     zone = _zone()
     if sched is None:
         sched = {"publish_at": input_value(post.publish_at, zone) if post.status == "scheduled"
@@ -192,7 +192,7 @@ def unpublish_time(post_id: int):
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
-def _act(post_id: int, action, done: str):  # noqa: ANN001, ANN202
+def _act(post_id: int, action, done: str):
     _post_or_404(post_id)
     try:
         action(post_id)

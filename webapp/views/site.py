@@ -1,10 +1,9 @@
 """The public site and the platform's health checks."""
 
-import sqlalchemy as sa
 from flask import Blueprint, Response, abort, jsonify, render_template, request
 
 from .. import markdown, posts
-from ..extensions import db
+from ..db import ping
 from ..scheduling import runner
 
 bp = Blueprint("site", __name__)
@@ -50,13 +49,7 @@ def healthz():
 @bp.get("/readyz")
 def readyz():
     """Answer 200 when the database is reachable and this process's scheduler runs."""
-    problems = []
-    try:
-        db.session.execute(sa.text("SELECT 1"))
-    except sa.exc.SQLAlchemyError as exc:
-        problems.append(f"database unreachable: {type(exc).__name__}")
-    finally:
-        db.session.rollback()
+    problems = [problem] if (problem := ping()) else []
     scheduler = runner.current()
     if scheduler is not None and not scheduler.alive:
         problems.append("scheduler thread is not running")

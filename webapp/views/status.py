@@ -1,8 +1,5 @@
 """The leader view: who leads each key, live, and the ops actions on a leader."""
 
-import threading
-from datetime import datetime
-
 from flask import (
     Blueprint,
     Response,
@@ -17,10 +14,9 @@ from flask import (
 )
 from flask_login import current_user
 
-from ..leader_ops import OpsError, current_holder, evict, request_step_down
+from ..leadership.ops import OpsError, current_holder, evict, request_step_down
+from ..leadership.status import find_key, shared_snapshot, snapshot
 from ..security import role_required
-from ..status import find_key, shared_snapshot, snapshot
-from ..timezones import zone_or_default
 
 bp = Blueprint("status", __name__, url_prefix="/status")
 
@@ -38,31 +34,7 @@ ACTIONS = {
 
 @bp.context_processor
 def _helpers() -> dict:
-    return {"local_time": local_time, "duration": duration,
-            "poll_seconds": POLL_SECONDS, "hidden_poll_seconds": HIDDEN_POLL_SECONDS}
-
-
-def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S %Z") -> str:
-    """Show a UTC time in the signed-in user's zone."""
-    if moment is None:
-        return "—"
-    return moment.astimezone(zone_or_default(current_user.timezone)).strftime(fmt)
-
-
-def duration(seconds: float | None) -> str:
-    """Show a duration short: 850 ms, 12.3 s, 4 min 5 s, 3 h 2 min, 2 d 4 h."""
-    if seconds is None:
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days} d {hours} h"
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s"
+    return {"poll_seconds": POLL_SECONDS, "hidden_poll_seconds": HIDDEN_POLL_SECONDS}
 
 
 @bp.get("/")
@@ -83,28 +55,22 @@ def live():
     return _render_live(shared_snapshot())
 
 
-_rendered_lock = threading.Lock()
-
-
-def _render_live(snap) -> str:  # noqa: ANN001
+def _render_live(snap) -> str:
     """Render the fragment once per shared snapshot, role and time zone.
 
     Every poller of a worker shares the snapshot of the last second; what the fragment
     shows beyond it depends only on whether the viewer is an admin (the action links)
     and on the viewer's time zone. It carries no per-session data (no CSRF token).
     """
-    store = current_app.extensions.setdefault("soloist_status_html", {})
     key = (current_user.can("admin"), current_user.timezone)
-    with _rendered_lock:
-        if store.get("snap") is not snap:
-            store.clear()
-            store["snap"] = snap
-        html = store.get(key)
+    found = current_app.extensions.get("soloist_status_html")
+    if found is None or found[0] is not snap:
+        # a new snapshot starts a new store; the swap is one atomic assignment, no lock
+        found = (snap, {})
+        current_app.extensions["soloist_status_html"] = found
+    html = found[1].get(key)
     if html is None:
-        html = render_template("status/_live.html", snap=snap)
-        with _rendered_lock:
-            if store.get("snap") is snap:
-                store[key] = html
+        html = found[1][key] = render_template("status/_live.html", snap=snap)
     return html
 
 

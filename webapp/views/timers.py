@@ -7,10 +7,10 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from .. import timers as domain
 from ..extensions import db
 from ..models import Timer
 from ..plugins import registry
-from ..plugins import timers as domain
 from ..plugins.base import ValidationError
 from ..plugins.schedules import UNITS, Schedule
 from ..security import role_required
@@ -78,7 +78,7 @@ def _form_of(timer: Timer) -> dict:
             "max_runtime_seconds": timer.max_runtime_seconds, "max_failures": timer.max_failures}
 
 
-def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: int = 200):  # noqa: ANN202
+def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: int = 200):
     return render_template("timers/form.html", form=form, errors=errors, timer=timer,
                            actions=registry.action_choices(), units=UNITS,
                            misfire=domain.MISFIRE, zones=sorted(domain.zones())), status

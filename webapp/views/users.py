@@ -1,14 +1,14 @@
 """User admin (admins only): invite with a one-time password, change roles, deactivate."""
 
-import sqlalchemy as sa
 from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
 
-from ..extensions import db
 from ..models import User
 from ..security import (
     AccountError,
     change_role,
     create_account,
+    get_user,
+    list_users,
     reset_password,
     role_required,
     set_active,
@@ -19,8 +19,8 @@ bp = Blueprint("users", __name__, url_prefix="/admin/users")
 ONE_TIME = "one_time_password"  # session key: shown on the next page view, then dropped
 
 
-def _page(status: int = 200, **context):  # noqa: ANN003, ANN202
-    users = db.session.scalars(sa.select(User).order_by(User.email)).all()
+def _page(status: int = 200, **context):
+    users = list_users()
     context.setdefault("form", {"email": "", "role": "editor"})
     context.setdefault("errors", {})
     return render_template("users/index.html", users=users, roles=User.ROLES,
@@ -28,7 +28,7 @@ def _page(status: int = 200, **context):  # noqa: ANN003, ANN202
 
 
 def _user_or_404(user_id: int) -> User:
-    user = db.session.get(User, user_id) if 0 < user_id < 2**31 else None
+    user = get_user(user_id)
     if user is None:
         abort(404)
     return user
@@ -82,7 +82,7 @@ def activate(user_id: int):
                    lambda user: f"{user.email} can sign in again.")
 
 
-def _change(user_id: int, change, done):  # noqa: ANN001, ANN202
+def _change(user_id: int, change, done):
     """Apply change to a user; a refused change is shown on the user's row (409)."""
     user = _user_or_404(user_id)
     try:

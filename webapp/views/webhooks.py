@@ -10,7 +10,7 @@ from ..security import role_required
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 
 
-def _page(form: dict, errors: dict, status: int = 200):  # noqa: ANN202
+def _page(form: dict, errors: dict, status: int = 200):
     hooks = domain.list_webhooks()
     return render_template("webhooks/index.html", endpoints=hooks, form=form, errors=errors,
                            deliveries=domain.deliveries(), topics=domain.TOPICS,

@@ -28,7 +28,7 @@ def api_role(role: str) -> Callable:
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
-        def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        def wrapped(*args, **kwargs):
             if not g.api_user.can(role):
                 raise ApiError(403, "Forbidden", f"This needs the {role} role; the token's "
                                                  f"user is {g.api_user.role}.")

@@ -1,4 +1,4 @@
-"""Answer a failed API request with a JSON error naming what was wrong."""
+"""Answer an API request: 201 with the new resource, or a JSON error naming what was wrong."""
 
 from flask import Response, jsonify
 
@@ -28,3 +28,10 @@ def error_response(exc: ApiError) -> tuple[Response, int]:
     if exc.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="soloist"'
     return response, exc.status
+
+
+def created(body: dict, location: str) -> tuple[Response, int]:
+    """Answer 201 with the new resource and where to read it again."""
+    response = jsonify(body)
+    response.headers["Location"] = location
+    return response, 201

@@ -2,7 +2,7 @@
 
 from flask import jsonify
 
-from ...status import leaders_json, snapshot
+from ...leadership.status import leaders_json, snapshot
 from .auth import api_role
 from .blueprint import bp
 

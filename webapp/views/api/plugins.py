@@ -2,14 +2,15 @@
 
 from flask import jsonify, url_for
 
+from ... import timers
 from ...extensions import db
 from ...models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
-from ...plugins import endpoints, timers
+from ...plugins import endpoints
 from ...plugins.base import ValidationError
 from ...timefmt import iso
 from .auth import api_role
 from .blueprint import bp
-from .errors import ApiError, invalid
+from .errors import ApiError, created, invalid
 from .inputs import json_body, text_field
 
 DELIVERIES_LIMIT = 100
@@ -80,9 +81,8 @@ def create_webhook():
         endpoint = endpoints.create_webhook(url, events, secret, description)
     except ValidationError as exc:
         raise _refusal(exc) from None
-    response = jsonify(webhook_json(endpoint))
-    response.headers["Location"] = url_for("api.webhook_deliveries", webhook_id=endpoint.id)
-    return response, 201
+    return created(webhook_json(endpoint),
+                   url_for("api.webhook_deliveries", webhook_id=endpoint.id))
 
 
 @bp.get("/webhooks/<int:webhook_id>/deliveries")

@@ -1,38 +1,32 @@
-"""The advisory-lock primitive: one dedicated lock session per process.
+"""The PostgreSQL backend: one dedicated lock session per process, and the pg_locks view.
 
 Session-level advisory locks belong to the server backend that took them, so
 the lock is taken and released on one autocommit psycopg connection that lives
 outside the SQLAlchemy pool (a pooled connection keeps its locks when it goes
 back to the pool, and an unlock on another pooled connection silently fails).
+The view reads who holds what from pg_locks joined with pg_stat_activity.
 """
 
-import contextlib
 import logging
-import os
-import select
-import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import psycopg
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL
+from ..extensions import db
+from .base import (
+    PG_TOKEN,
+    BaseLockSession,
+    LockSession,
+    LockUnavailable,
+    OpsError,
+    PollRow,
+    parse_identity,
+)
+
 log = logging.getLogger("soloist.locks")
-
-
-class _Token:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<{self.name}>"
-
-
-PG_TOKEN = _Token("PG_TOKEN")
-SQLITE_TOKEN = _Token("SQLITE_TOKEN")
-
-WAKE_CHANNEL = "soloist_wake"
-HANDOVER_CHANNEL = "soloist_handover"
 
 # The bigint key of an advisory lock taken with pg_advisory_lock(bigint).
 KEY_SQL = "((l.classid::bigint << 32) | l.objid::bigint)"
@@ -42,29 +36,8 @@ ADVISORY = (
 )
 
 
-class LockUnavailable(Exception):
-    """The lock session cannot take locks (no connection, or an unsafe one)."""
-
-
 class TransactionPoolerError(LockUnavailable):
     """The lock connection goes through a transaction-mode pooler such as PgBouncer."""
-
-
-@dataclass
-class PollRow:
-    """What one poll learned about one key."""
-
-    key: int
-    acquired: bool
-    heartbeat_age: float | None
-    term: int = 0
-
-
-def identity(instance: str, pid: int | None = None) -> str:
-    """Return this process's application_name: soloist:<instance>:<pid>."""
-    pid = os.getpid() if pid is None else pid
-    suffix = f":{pid}"
-    return f"soloist:{instance}"[: 63 - len(suffix)] + suffix
 
 
 def libpq_conninfo(url: str) -> str:
@@ -157,24 +130,19 @@ EVICT_STALE_SQL = evict_sql(
 )
 
 
-class PgLockSession:
-    """One process's dedicated, autocommit lock connection to PostgreSQL."""
+class PgLockSession(BaseLockSession):
+    """One process's dedicated, autocommit lock connection to PostgreSQL.
+
+    It belongs to the process's scheduler thread; psycopg serialises the statements
+    of any other caller (the seed API) on the connection itself.
+    """
 
     token = PG_TOKEN
 
     def __init__(self, url: str, instance: str) -> None:
+        super().__init__(instance)
         self.url = url
-        self.instance = instance
         self.conn: psycopg.Connection | None = None
-        self.counts: dict[int, int] = {}
-        self._mutex = threading.RLock()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-
-    @property
-    def name(self) -> str:
-        """Return the application_name this session carries."""
-        return identity(self.instance)
 
     @property
     def connected(self) -> bool:
@@ -183,38 +151,34 @@ class PgLockSession:
 
     def connect(self) -> None:
         """Open the lock connection, refuse a pooler, and LISTEN for wake-ups."""
-        with self._mutex:
-            self.close()
-            conninfo = libpq_conninfo(self.url)
-            conn = psycopg.connect(conninfo, autocommit=True, application_name=self.name,
-                                   **KEEPALIVE)
-            try:
-                check_direct_connection(conn, conninfo)
-                conn.execute(f"LISTEN {WAKE_CHANNEL}")
-                conn.execute(f"LISTEN {HANDOVER_CHANNEL}")
-            except BaseException:
-                conn.close()
-                raise
-            self.conn = conn
-            self.counts.clear()
+        self.close()
+        conninfo = libpq_conninfo(self.url)
+        conn = psycopg.connect(conninfo, autocommit=True, application_name=self.name,
+                               **KEEPALIVE)
+        try:
+            check_direct_connection(conn, conninfo)
+            conn.execute(f"LISTEN {WAKE_CHANNEL}")
+            conn.execute(f"LISTEN {HANDOVER_CHANNEL}")
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+        self.counts.clear()
 
     def close(self) -> None:
         """Close the connection; the server drops every lock it held."""
-        with self._mutex:
-            if self.conn is not None:
-                try:
-                    self.conn.close()
-                finally:
-                    self.conn = None
-                    self.counts.clear()
+        conn, self.conn = self.conn, None
+        self.counts.clear()
+        if conn is not None:
+            conn.close()
 
     def execute(self, sql: str, params: object = None) -> list[tuple]:
         """Run one statement on the lock connection and return its rows."""
-        with self._mutex:
-            if not self.connected:
-                raise LockUnavailable("the lock connection is not open")
-            cur = self.conn.execute(sql, params)
-            return cur.fetchall() if cur.description else []
+        conn = self.conn
+        if conn is None or conn.closed or conn.broken:
+            raise LockUnavailable("the lock connection is not open")
+        cur = conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
 
     def try_lock(self, key: int) -> bool:
         """Try to take (or re-enter) one key."""
@@ -287,32 +251,17 @@ class PgLockSession:
         """Send a notification to every lock session."""
         self.execute("SELECT pg_notify(%s, %s)", (channel, payload))
 
-    def interrupt(self) -> None:
-        """Wake a wait() in progress from another thread."""
-        os.write(self._wake_w, b"x")
+    def fileno(self) -> int | None:
+        """Return the socket NOTIFYs arrive on, or None while disconnected."""
+        conn = self.conn
+        return None if conn is None or conn.closed or conn.broken else conn.fileno()
 
-    def wait(self, timeout: float) -> list[psycopg.Notify]:
-        """Sleep up to timeout; return early with any notifications or on interrupt()."""
-        if not self.connected:
-            select.select([self._wake_r], [], [], max(timeout, 0))
-            self._drain_pipe()
+    def notifies(self) -> list[psycopg.Notify]:
+        """Return the notifications that have arrived, without waiting."""
+        conn = self.conn
+        if conn is None or conn.closed or conn.broken:
             return []
-        with self._mutex:
-            notes = list(self.conn.notifies(timeout=0))
-            if notes:
-                return notes
-            fileno = self.conn.fileno()
-        ready, _, _ = select.select([fileno, self._wake_r], [], [], max(timeout, 0))
-        self._drain_pipe()
-        if fileno in ready:
-            with self._mutex:
-                return list(self.conn.notifies(timeout=0))
-        return []
-
-    def _drain_pipe(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 512):
-                pass
+        return list(conn.notifies(timeout=0))
 
 
 def check_direct_connection(conn: psycopg.Connection, conninfo: str) -> None:
@@ -340,81 +289,62 @@ def check_direct_connection(conn: psycopg.Connection, conninfo: str) -> None:
         )
 
 
-_sessions: dict[tuple[int, str], object] = {}
-_sessions_lock = threading.Lock()
+
+SESSIONS_SQL = sa.text(f"""
+SELECT a.pid, a.application_name, host(a.client_addr), a.backend_start,
+       coalesce(array_agg({KEY_SQL} ORDER BY {KEY_SQL}) FILTER (WHERE l.pid IS NOT NULL),
+                '{{}}') AS keys
+FROM pg_stat_activity a
+LEFT JOIN pg_locks l ON l.pid = a.pid AND {ADVISORY} AND {KEY_SQL} = ANY(CAST(:keys AS bigint[]))
+WHERE a.datname = current_database()
+  AND (a.application_name LIKE 'soloist:%' OR l.pid IS NOT NULL)
+GROUP BY a.pid, a.application_name, a.client_addr, a.backend_start
+ORDER BY a.application_name, a.pid
+""")
+
+HOLDER_SQL = sa.text(f"""
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE {ADVISORY} AND {KEY_SQL} = :key
+""")
+
+# The holder the admin confirmed, by name; the standbys are woken at once.
+EVICT_SQL = evict_sql("a.application_name = %(expected)s", notify=True)
 
 
-def lock_session(url: str, instance: str):  # noqa: ANN201  (PgLockSession | FileLockSession)
-    """Return this process's lock session for url, creating it after a fork."""
-    key = (os.getpid(), url)
-    with _sessions_lock:
-        found = _sessions.get(key)
-        if found is None:
-            if url.startswith("sqlite"):
-                from .filelocks import FileLockSession
+class PgView:
+    """Who holds what, read from pg_locks and pg_stat_activity through the app's session."""
 
-                found = FileLockSession(url, instance)
-            else:
-                found = PgLockSession(url, instance)
-            _sessions[key] = found
+    mode = "postgresql"
+    can_evict = True
+
+    def now(self) -> datetime:
+        """Return the database clock at this statement."""
+        # statement_timestamp(), not now(): correct even inside a longer transaction
+        return db.session.scalar(sa.text("SELECT statement_timestamp()"))
+
+    def sessions(self, keys: list[int]) -> list[LockSession]:
+        """Return every lock session of this database, with the keys (of keys) it holds."""
+        found = []
+        for pid, name, addr, started, held in db.session.execute(SESSIONS_SQL, {"keys": keys}):
+            instance, os_pid = parse_identity(name or "")
+            found.append(LockSession(name or "", instance, os_pid, pid, addr, started,
+                                     list(held)))
         return found
 
+    def holder_of(self, key: int) -> str | None:
+        """Return the application_name of the lock session holding key now, if any."""
+        return db.session.scalar(HOLDER_SQL, {"key": key})
 
-def _session_for(session):  # noqa: ANN001, ANN202
-    from flask import current_app
-
-    bind = session.get_bind()
-    if bind.dialect.name == "sqlite":
-        url = bind.url.render_as_string(hide_password=False)
-    else:
-        url = current_app.config["LOCK_DATABASE_URL"]
-    return lock_session(url, current_app.config["INSTANCE_NAME"])
-
-
-def try_acquire_leader(session, key: int):  # noqa: ANN001, ANN201
-    """Try to take key on this process's lock session; return a token, or None if not leader.
-
-    Fails closed: any error while acquiring means "not leader", never "SQLite".
-    """
-    try:
-        locks = _session_for(session)
-        if not locks.connected:
-            locks.connect()
-        return locks.token if locks.try_lock(key) else None
-    except (psycopg.Error, LockUnavailable, OSError) as exc:
-        log.warning("could not try the lock for key %#x (%s): not leader", key, exc)
-        return None
+    def evict(self, key: int, expected: str, detail: str, ours: list[int]) -> str | None:
+        """End the lock session named expected if it holds key; return its name, or None."""
+        params = {"key": key, "expected": expected, "detail": detail, "ours": ours}
+        try:
+            row = db.session.connection().exec_driver_sql(EVICT_SQL, params).first()
+            db.session.commit()
+        except sa.exc.DBAPIError as exc:
+            db.session.rollback()
+            raise OpsError(f"PostgreSQL refused to end that session: {exc.orig}") from exc
+        return row[0] if row else None
 
 
-def release_leader(session, token, key: int) -> bool:  # noqa: ANN001
-    """Release one level of key taken with try_acquire_leader; log a failed unlock as lost."""
-    if token is None:
-        return False
-    try:
-        released = _session_for(session).unlock(key)
-    except (psycopg.Error, LockUnavailable, OSError) as exc:
-        log.warning("lost leadership of key %#x: unlock failed (%s)", key, exc)
-        return False
-    if not released:
-        log.warning("lost leadership of key %#x: the lock was no longer held at unlock", key)
-    return released
-
-
-def with_scheduler_leader_lock(session, key: int, fn):  # noqa: ANN001, ANN201
-    """Run fn() only if this process leads key; return its result, or None if not leader."""
-    token = try_acquire_leader(session, key)
-    if token is None:
-        return None
-    try:
-        return fn()
-    finally:
-        release_leader(session, token, key)
-
-
-def close_all_sessions() -> None:
-    """Close every lock session this process opened (tests and shutdown)."""
-    with _sessions_lock:
-        found = list(_sessions.values())
-        _sessions.clear()
-    for session in found:
-        session.close()
+VIEW = PgView()

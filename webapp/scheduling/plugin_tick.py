@@ -4,7 +4,7 @@ Each call is a short, bounded unit of work on the leader's scheduler thread:
 mark runs past their maximum runtime as timed out, start queued run-now
 requests, claim due slots, fan outbox events out to hooks, and return when
 something is next due. Actions and hooks run in worker threads
-(webapp.plugins.workers), never here.
+(webapp.scheduling.workers), never here.
 
 At most once per slot: a slot is claimed by inserting its timer_runs row
 (UNIQUE timer_id, scheduled_for) before anything runs; a second leader's insert
@@ -20,14 +20,16 @@ import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.orm import aliased
 
+from .. import posts
+from ..db import clock, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
+from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
-from ..plugins import hooks, registry, workers
+from ..plugins import hooks, registry
 from ..plugins.schedules import Schedule
-from ..plugins.store import for_update_skip_locked, insert_ignoring_conflicts
-from ..plugins.timers import ensure_default_timers
-from . import publish
-from .keys import PLUGINS
+from ..timers import ensure_default_timers
+from ..timers.runs import count_outcome
+from . import workers
 from .work import record_work
 
 log = logging.getLogger("soloist.timers")
@@ -71,7 +73,7 @@ def expire_overdue(now: datetime) -> int:
             .values(status="timed_out", finished_at=now, error=error,
                     duration_seconds=(now - started_at).total_seconds())).rowcount
         if settled:
-            workers.count_outcome(timer_id, False, error)
+            count_outcome(timer_id, False, error)
             workers.abandon(f"run:{run_id}")
             expired += 1
         db.session.commit()
@@ -181,7 +183,7 @@ def start_hook_batches(now: datetime, instance: str) -> int:
             continue
         ids = hooks.claim(name, now, instance)
         if ids:
-            workers.start(key, app, partial(hooks.run_batch, name, ids, workers.clock(now)))
+            workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now)))
             started += 1
     return started
 
@@ -213,7 +215,7 @@ def next_wake(now: datetime, enabled: set[str]) -> datetime:
     times.extend(t for t in (first_slot, hook_time) if t is not None)
     # Publishing NOTIFYs this leader on PostgreSQL; SQLite has no NOTIFY, so also look
     # again just after the next post is due, when its outbox event is there for the hooks.
-    post_due = publish.next_due()
+    post_due = posts.next_due()
     if post_due is not None and post_due + POST_SETTLE > now:
         times.append(post_due + POST_SETTLE)
     return min(times)

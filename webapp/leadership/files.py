@@ -9,12 +9,12 @@ import fcntl
 import json
 import os
 import sqlite3
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .locks import SQLITE_TOKEN, PollRow, identity
-from .sqlite import sqlite_path
+from ..db import sqlite_path
+from ..extensions import db
+from .base import SQLITE_TOKEN, BaseLockSession, LockSession, OpsError, PollRow
 
 
 def _stamp(moment: datetime) -> str:
@@ -51,23 +51,18 @@ def read_holder(db_file: Path, key: int) -> dict | None:
         os.close(fd)
 
 
-class FileLockSession:
-    """One process's file locks, with the same interface as PgLockSession."""
+class FileLockSession(BaseLockSession):
+    """One process's file locks, with the same interface as PgLockSession.
+
+    It belongs to the process's scheduler thread, like the PostgreSQL lock session.
+    """
 
     token = SQLITE_TOKEN
 
     def __init__(self, url: str, instance: str) -> None:
+        super().__init__(instance)
         self.db_file = sqlite_path(url)
-        self.instance = instance
         self.fds: dict[int, int] = {}
-        self.counts: dict[int, int] = {}
-        self._mutex = threading.RLock()
-        self._wake = threading.Event()
-
-    @property
-    def name(self) -> str:
-        """Return this process's identity."""
-        return identity(self.instance)
 
     @property
     def connected(self) -> bool:
@@ -79,39 +74,36 @@ class FileLockSession:
 
     def close(self) -> None:
         """Drop every lock this process holds."""
-        with self._mutex:
-            for key in list(self.fds):
-                self._drop(key)
+        for key in list(self.fds):
+            self._drop(key)
 
     def try_lock(self, key: int) -> bool:
         """Take (or re-enter) key's file lock without waiting."""
-        with self._mutex:
-            if key in self.fds:
-                self.counts[key] += 1
-                return True
-            fd = os.open(lock_file(self.db_file, key), os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return False
-            holder = {"application_name": self.name, "instance": self.instance,
-                      "pid": os.getpid(), "since": _now()}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode(), 0)
-            self.fds[key] = fd
-            self.counts[key] = 1
+        if key in self.fds:
+            self.counts[key] += 1
             return True
+        fd = os.open(lock_file(self.db_file, key), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        holder = {"application_name": self.name, "instance": self.instance,
+                  "pid": os.getpid(), "since": _now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        self.fds[key] = fd
+        self.counts[key] = 1
+        return True
 
     def unlock(self, key: int) -> bool:
         """Release one level of key; False if this process did not hold it."""
-        with self._mutex:
-            if key not in self.fds:
-                return False
-            self.counts[key] -= 1
-            if self.counts[key] <= 0:
-                self._drop(key)
-            return True
+        if key not in self.fds:
+            return False
+        self.counts[key] -= 1
+        if self.counts[key] <= 0:
+            self._drop(key)
+        return True
 
     def _drop(self, key: int) -> None:
         fd = self.fds.pop(key)
@@ -159,7 +151,7 @@ class FileLockSession:
             self._event(conn, key, "acquired", term, self.name, detail)
         return term
 
-    def _event(self, conn, key, kind, term, holder, detail, at=None) -> None:  # noqa: ANN001
+    def _event(self, conn, key, kind, term, holder, detail, at=None) -> None:
         conn.execute(
             "INSERT INTO leader_events (key, kind, term, holder, detail, at) "
             "VALUES (?, ?, coalesce(?, (SELECT term FROM leader_state WHERE key = ?), 0), ?, ?, ?)",
@@ -175,10 +167,9 @@ class FileLockSession:
 
     def release(self, key: int, term: int, detail: str = "") -> bool:
         """Unlock key fully and record the release."""
-        with self._mutex:
-            if key not in self.fds:
-                return False
-            self._drop(key)
+        if key not in self.fds:
+            return False
+        self._drop(key)
         with self._db() as conn:
             conn.execute("UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL "
                          "WHERE key = ? AND holder_pid = ?", (key, os.getpid()))
@@ -193,13 +184,57 @@ class FileLockSession:
     def notify(self, channel: str, payload: str = "") -> None:
         """No NOTIFY in SQLite mode: standbys find a free key at their next poll."""
 
-    def interrupt(self) -> None:
-        """Wake a wait() in progress from another thread."""
-        self._wake.set()
+    def fileno(self) -> None:
+        """File locks bring no notifications to wait on."""
+        return None
 
-    def wait(self, timeout: float) -> list:
-        """Sleep up to timeout or until interrupt()."""
-        if self._wake.wait(max(timeout, 0)):
-            self._wake.clear()
+    def notifies(self) -> list:
+        """No NOTIFY in SQLite mode."""
         return []
 
+
+def _parse_stamp(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=UTC) if text else None
+    except ValueError:
+        return None
+
+
+class FileView:
+    """Who holds what on this host, read from the lock files beside the SQLite database."""
+
+    mode = "sqlite"
+    can_evict = False
+
+    def now(self) -> datetime:
+        """Return the clock of this host, which is the database's."""
+        return datetime.now(UTC)
+
+    def _db_file(self) -> Path:
+        return sqlite_path(db.engine.url.render_as_string(hide_password=False))
+
+    def sessions(self, keys: list[int]) -> list[LockSession]:
+        """Return the processes holding any of keys (standbys leave no trace in files)."""
+        by_name: dict[str, LockSession] = {}
+        for key in keys:
+            found = read_holder(self._db_file(), key)
+            if not found or not found.get("application_name"):
+                continue
+            name = found["application_name"]
+            session = by_name.setdefault(name, LockSession(
+                name, found.get("instance", ""), found.get("pid"),
+                backend_start=_parse_stamp(found.get("since"))))
+            session.keys.append(key)
+        return list(by_name.values())
+
+    def holder_of(self, key: int) -> str | None:
+        """Return the application_name recorded in key's lock file while it is held."""
+        return (read_holder(self._db_file(), key) or {}).get("application_name")
+
+    def evict(self, key: int, expected: str, detail: str, ours: list[int]) -> str | None:
+        """Refuse: a stuck worker keeps its file lock until it exits."""
+        raise OpsError("Single-host (SQLite) mode has no lock sessions to evict: a stuck "
+                       "worker keeps its file lock until it exits, so restart it.")
+
+
+VIEW = FileView()

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 
 import psycopg
 
-from ..locks import LockUnavailable, TransactionPoolerError
+from .base import LockUnavailable, is_stale
+from .pg import TransactionPoolerError
 
 log = logging.getLogger("soloist.leadership")
 
@@ -23,7 +24,7 @@ RECONNECT_MAX = 5.0
 class Leadership:
     """Which keys this process leads, and the moves that change it."""
 
-    def __init__(self, locks, keys: list[int], stale_seconds: float) -> None:  # noqa: ANN001
+    def __init__(self, locks, keys: list[int], stale_seconds: float) -> None:
         self.locks = locks
         self.keys = list(keys)
         self.stale_seconds = stale_seconds
@@ -81,13 +82,14 @@ class Leadership:
     def poll(self) -> list[int]:
         """Try every missing key in one statement; evict stale holders; return keys won."""
         won: list[int] = []
-        evicted = self._poll_once(won)
-        if evicted and self.missing:
-            # the evicted session held other keys too: they are free now
-            self._poll_once(won)
+        for _ in self.keys:
+            # an evicted session held other keys too: they are free now, so look again
+            if not (self._poll_once(won) and self.missing):
+                break
         return won
 
     def _poll_once(self, won: list[int]) -> bool:
+        """Poll once, adding the keys won to won; return whether a holder was evicted."""
         missing = self.missing
         if not missing:
             return False
@@ -95,14 +97,14 @@ class Leadership:
         for row in self.locks.poll(missing):
             if row.acquired:
                 won.append(self._won(row.key))
-            elif self._is_stale(row.heartbeat_age):
+            elif self._is_stale(row.heartbeat_age) and self._evict(row.key, row.heartbeat_age):
                 evicted = True
-                if self._evict(row.key, row.heartbeat_age):
+                if self.locks.try_lock(row.key):
                     won.append(self._won(row.key))
         return evicted
 
     def _is_stale(self, age: float | None) -> bool:
-        return age is not None and age > self.stale_seconds
+        return is_stale(age, self.stale_seconds)
 
     def _won(self, key: int, detail: str = "") -> int:
         self.held[key] = self.locks.record_acquired(key, detail)
@@ -110,12 +112,13 @@ class Leadership:
         return key
 
     def _evict(self, key: int, age: float) -> bool:
+        """End the lock session of key's stale holder; return whether one was ended."""
         detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
         evicted = self.locks.evict_stale(key, self.stale_seconds, self.keys, detail)
         if evicted is None:
             return False
         log.warning("evicted frozen leader %s of key %#x: %s", evicted[0], key, detail)
-        return self.locks.try_lock(key)
+        return True
 
     def verify(self) -> dict[int, bool]:
         """Heartbeat every held key; drop the ones no longer held; return {key: step_down}."""

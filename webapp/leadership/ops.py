@@ -7,35 +7,19 @@ names the holder it is about).
 
 import sqlalchemy as sa
 
-from .extensions import db
-from .filelocks import read_holder
-from .locks import ADVISORY, KEY_SQL, evict_sql
-from .models import LeaderEvent, LeaderState
-from .scheduling.keys import KEYS, SchedulerKey
-from .scheduling.work import database_now, wake_scheduler
-from .sqlite import sqlite_path
+from ..db import database_now, wake_scheduler
+from ..extensions import db
+from ..models import LeaderEvent, LeaderState
+from . import current_view
+from .base import OpsError
+from .keys import KEYS, SchedulerKey
 
-
-class OpsError(Exception):
-    """An ops action could not be done; the message says why, for the admin."""
-
-
-HOLDER_SQL = sa.text(f"""
-SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE {ADVISORY} AND {KEY_SQL} = :key
-""")
-
-# The holder the admin confirmed, by name; the standbys are woken at once.
-EVICT_SQL = evict_sql("a.application_name = %(expected)s", notify=True)
+__all__ = ["OpsError", "current_holder", "evict", "request_step_down"]
 
 
 def current_holder(key: SchedulerKey) -> str | None:
     """Return the application_name of the lock session holding key now, if any."""
-    if db.session.get_bind().dialect.name == "postgresql":
-        return db.session.scalar(HOLDER_SQL, {"key": key.value})
-    found = read_holder(sqlite_path(db.engine.url.render_as_string(hide_password=False)),
-                        key.value)
-    return (found or {}).get("application_name")
+    return current_view().holder_of(key.value)
 
 
 def _check_holder(key: SchedulerKey, expected: str) -> str:
@@ -71,20 +55,11 @@ def request_step_down(key: SchedulerKey, expected: str, by: str) -> str:
 
 def evict(key: SchedulerKey, expected: str, by: str) -> str:
     """Terminate the lock session of key's holder (PostgreSQL only); return the holder."""
-    if db.session.get_bind().dialect.name != "postgresql":
-        raise OpsError("Single-host (SQLite) mode has no lock sessions to evict: a stuck "
-                       "worker keeps its file lock until it exits, so restart it.")
-    if not expected:
+    view = current_view()
+    if view.can_evict and not expected:
         raise OpsError("Say which holder to evict.")
-    params = {"key": key.value, "expected": expected, "detail": f"by {by}"[:500],
-              "ours": [k.value for k in KEYS.values()]}
-    try:
-        row = db.session.connection().exec_driver_sql(EVICT_SQL, params).first()
-        db.session.commit()
-    except sa.exc.DBAPIError as exc:
-        db.session.rollback()
-        raise OpsError(f"PostgreSQL refused to end that session: {exc.orig}") from exc
-    if row is None:
+    evicted = view.evict(key.value, expected, f"by {by}"[:500], [k.value for k in KEYS.values()])
+    if evicted is None:
         _check_holder(key, expected)  # explains what changed
         raise OpsError(f"{expected} no longer holds the {key.name} key; nothing was done.")
-    return row[0]
+    return evicted

@@ -1,47 +1,11 @@
-"""The leader view's flask commands: `leaders`, `create-token`, `revoke-tokens`."""
+"""The `flask leaders` command: who leads each key, from pg_locks (or the lock files)."""
 
 import json
 
 import click
-import sqlalchemy as sa
 from flask.cli import with_appcontext
 
-from .apitokens import create_token, revoke_tokens
-from .extensions import db
-from .models import User
 from .status import Snapshot, leaders_json, snapshot
-
-
-def _user(email: str) -> User:
-    user = db.session.scalar(sa.select(User).where(User.email == email.strip().lower()))
-    if user is None:
-        raise click.ClickException(f"no user has the email {email}")
-    return user
-
-
-@click.command("create-token")
-@with_appcontext
-@click.argument("email")
-@click.option("--label", default="", help="What the token is for, e.g. 'deploy script'.")
-def create_token_command(email: str, label: str) -> None:
-    """Create an API token for a user; print it once, on the last line."""
-    user = _user(email)
-    if not user.active:
-        raise click.ClickException(f"{user.email} is deactivated; activate the user first")
-    token = create_token(user, label)
-    click.echo(f"Created an API token for {user.email} (acts with the role {user.role}).")
-    click.echo("It is shown once and stored only as a hash: copy it now. Send it as")
-    click.echo("'Authorization: Bearer <token>'.")
-    click.echo(token)
-
-
-@click.command("revoke-tokens")
-@with_appcontext
-@click.argument("email")
-def revoke_tokens_command(email: str) -> None:
-    """Revoke every API token of a user."""
-    user = _user(email)
-    click.echo(f"Revoked {revoke_tokens(user)} API token(s) of {user.email}.")
 
 
 @click.command("leaders")
@@ -80,6 +44,3 @@ def table(snap: Snapshot) -> str:
             else f"{len(snap.sessions)} lock session(s) connected")
     lines.append(f"as of {snap.as_of:%Y-%m-%d %H:%M:%S} UTC; {mode}")
     return "\n".join(lines)
-
-
-COMMANDS = [create_token_command, revoke_tokens_command, leaders_command]

@@ -1,4 +1,4 @@
-"""Worker threads for timer runs and hook batches, owned by the plugin tick.
+"""Worker threads that run plugin code (timer runs and hook batches) for the plugin tick.
 
 The tick claims work in the database, then hands it to a daemon thread here
 and returns at once; the thread records its own outcome with a conditional
@@ -13,18 +13,16 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 
-import sqlalchemy as sa
 from flask import Flask
 
 from ..extensions import db
-from ..models import Timer, TimerRun
-from ..scheduling.work import wake_scheduler
-from . import registry
-from .base import RunContext
+from ..plugins import registry
+from ..plugins.base import RunContext
+from ..timers.runs import finish_run
 
-log = logging.getLogger("soloist.plugins.workers")
+log = logging.getLogger("soloist.workers")
 
 MAX_WORKERS = 8  # timer runs and hook batches in flight per process
 
@@ -88,12 +86,6 @@ def drain(timeout: float) -> bool:
         alive[0].join(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
-def clock(start_at: datetime) -> Callable[[], datetime]:
-    """Return a clock that continues start_at (the tick's database time) in real time."""
-    origin = time.monotonic()
-    return lambda: start_at + timedelta(seconds=time.monotonic() - origin)
-
-
 def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
                 scheduled_for: datetime, started_at: datetime, instance: str,
                 max_runtime: float, app: Flask) -> None:
@@ -114,37 +106,3 @@ def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
         error = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()[-3000:]}"
     finish_run(run_id, timer_id, status, result, error, started_at,
                time.monotonic() - origin)
-
-
-def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
-               started_at: datetime, duration: float) -> None:
-    """Record a run's outcome unless it was already settled (e.g. timed out)."""
-    done = db.session.execute(
-        sa.update(TimerRun)
-        .where(TimerRun.id == run_id, TimerRun.status == "running")
-        .values(status=status, result=result[:500], error=error, duration_seconds=duration,
-                finished_at=started_at + timedelta(seconds=duration))
-    ).rowcount
-    if done:
-        count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0])
-    wake_scheduler("plugins")  # a queued run may have been waiting for this one
-    db.session.commit()
-
-
-def count_outcome(timer_id: int, ok: bool, reason: str) -> None:
-    """Reset or count consecutive failures; pause the timer at its limit (no commit)."""
-    if ok:
-        db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
-                           .values(consecutive_failures=0))
-        return
-    db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
-                       .values(consecutive_failures=Timer.consecutive_failures + 1))
-    timer = db.session.get(Timer, timer_id)
-    if timer is None or timer.paused or not timer.max_failures:
-        return
-    if timer.consecutive_failures >= timer.max_failures:
-        timer.paused = True
-        timer.paused_reason = (f"Paused automatically after {timer.consecutive_failures} "
-                               f"failed runs in a row. Last error: {reason}")[:500]
-        log.warning("timer %s (%s) paused after %d failures", timer.id, timer.name,
-                    timer.consecutive_failures)

@@ -1,0 +1,109 @@
+"""The bottom of the house: the database clock, the dialect test, wake-ups and fenced SQL.
+
+Everything that differs between PostgreSQL and the embedded SQLite file is
+decided here, once; the rest of the app asks these functions instead of
+looking at the dialect itself.
+"""
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine, make_url
+
+from .extensions import db
+
+WAKE_CHANNEL = "soloist_wake"  # payload: the name of the key whose leader should look now
+HANDOVER_CHANNEL = "soloist_handover"  # payload: a key that was just released
+
+
+def is_sqlite_url(url: str) -> bool:
+    """Return whether a database URL names the embedded SQLite file."""
+    return url.startswith("sqlite")
+
+
+def is_sqlite_dialect(dialect: sa.Dialect) -> bool:
+    """Return whether a SQLAlchemy dialect is SQLite's."""
+    return dialect.name == "sqlite"
+
+
+def is_postgres() -> bool:
+    """Return whether the app's database (the session's bind) is PostgreSQL."""
+    return not is_sqlite_dialect(db.session.get_bind().dialect)
+
+
+def database_now() -> datetime:
+    """Return the database clock (the app's clock on SQLite, which is the same host).
+
+    On PostgreSQL this ends the read transaction it opens.
+    """
+    if is_postgres():
+        value = db.session.scalar(sa.text("SELECT now()"))
+        db.session.rollback()
+        return value
+    return datetime.now(UTC)
+
+
+def ping() -> str | None:
+    """Run a trivial statement; return None when the database answers, else what went wrong."""
+    try:
+        db.session.execute(sa.text("SELECT 1"))
+    except sa.exc.SQLAlchemyError as exc:
+        return f"database unreachable: {type(exc).__name__}"
+    finally:
+        db.session.rollback()
+    return None
+
+
+def clock(start_at: datetime) -> Callable[[], datetime]:
+    """Return a clock that continues start_at (a database time) in real time."""
+    origin = time.monotonic()
+    return lambda: start_at + timedelta(seconds=time.monotonic() - origin)
+
+
+def wake_scheduler(name: str) -> None:
+    """NOTIFY the leader of key name when the current transaction commits (PostgreSQL only).
+
+    SQLite mode has no NOTIFY; its leaders look again every half second.
+    """
+    if is_postgres():
+        db.session.execute(sa.text("SELECT pg_notify(:channel, :name)"),
+                           {"channel": WAKE_CHANNEL, "name": name})
+
+
+def insert_ignoring_conflicts(model: type, keys: list[str]) -> sa.Insert:
+    """Return INSERT … ON CONFLICT (keys) DO NOTHING: the row is written at most once."""
+    insert = postgresql.insert if is_postgres() else sqlite.insert
+    return insert(model).on_conflict_do_nothing(index_elements=keys)
+
+
+def for_update_skip_locked(query: sa.Select) -> sa.Select:
+    """Lock the selected rows on PostgreSQL, skipping rows another leader holds.
+
+    SQLite has one writer at a time, so there is nothing to skip.
+    """
+    return query.with_for_update(skip_locked=True) if is_postgres() else query
+
+
+def sqlite_path(url: str) -> Path:
+    """Return the database file of a sqlite: URL."""
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        raise ValueError("Soloist's SQLite mode needs a database file, not an in-memory database")
+    return Path(database)
+
+
+def enable_sqlite_pragmas(engine: Engine) -> None:
+    """Use WAL and a busy timeout so several workers share one file without errors."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: object, _record: object) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=15000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()

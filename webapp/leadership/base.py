@@ -1,0 +1,93 @@
+"""What every leadership backend shares: tokens, errors, identities and who-holds-what records.
+
+Two backends implement the same two interfaces. A *lock session* (one per
+process: `pg.PgLockSession`, `files.FileLockSession`) takes and releases keys
+and records terms. A *view* (`pg.VIEW`, `files.VIEW`) reads who holds what for
+the status page, the ops actions, the dashboard and the CLI.
+"""
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+class _Token:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+PG_TOKEN = _Token("PG_TOKEN")
+SQLITE_TOKEN = _Token("SQLITE_TOKEN")
+
+
+class LockUnavailable(Exception):
+    """The lock session cannot take locks (no connection, or an unsafe one)."""
+
+
+class OpsError(Exception):
+    """An ops action could not be done; the message says why, for the admin."""
+
+
+@dataclass
+class PollRow:
+    """What one poll learned about one key."""
+
+    key: int
+    acquired: bool
+    heartbeat_age: float | None
+    term: int = 0
+
+
+@dataclass
+class LockSession:
+    """One process's lock session as a reader sees it (a standby unless it holds a key)."""
+
+    application_name: str
+    instance: str
+    pid: int | None  # the OS process id, from application_name
+    backend_pid: int | None = None  # the PostgreSQL backend (None in SQLite mode)
+    client_addr: str | None = None
+    backend_start: datetime | None = None
+    keys: list[int] = field(default_factory=list)
+
+    @property
+    def holder_pid(self) -> int | None:
+        """Return the pid leader_state.holder_pid records for this session's terms."""
+        return self.backend_pid if self.backend_pid is not None else self.pid
+
+
+class BaseLockSession:
+    """What both lock sessions keep: the instance they belong to and each key's re-entries."""
+
+    def __init__(self, instance: str) -> None:
+        self.instance = instance
+        self.counts: dict[int, int] = {}  # key -> how many times this session took it
+
+    @property
+    def name(self) -> str:
+        """Return this process's identity (its application_name on PostgreSQL)."""
+        return identity(self.instance)
+
+
+def identity(instance: str, pid: int | None = None) -> str:
+    """Return this process's application_name: soloist:<instance>:<pid>."""
+    pid = os.getpid() if pid is None else pid
+    suffix = f":{pid}"
+    return f"soloist:{instance}"[: 63 - len(suffix)] + suffix
+
+
+def parse_identity(application_name: str) -> tuple[str, int | None]:
+    """Split soloist:<instance>:<pid> into instance and pid ("", None if not ours)."""
+    prefix, _, rest = application_name.partition(":")
+    instance, _, pid = rest.rpartition(":")
+    if prefix != "soloist" or not instance or not (pid.isascii() and pid.isdigit()):
+        return "", None
+    return instance, int(pid)
+
+
+def is_stale(heartbeat_age: float | None, stale_seconds: float) -> bool:
+    """Return whether a holder's heartbeat is old enough to evict it (the one rule)."""
+    return heartbeat_age is not None and heartbeat_age > stale_seconds

@@ -1,0 +1,130 @@
+"""A post's text: check the fields, create a draft, save an edit against its version."""
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from ..db import database_now
+from ..extensions import db
+from ..models import Post
+from .errors import PostError, PostNotFound, StalePost
+
+MAX_TITLE = 200
+MAX_SLUG = 200
+MAX_BODY_BYTES = 200_000
+SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+MAX_ID = 2**31 - 1  # posts.id is an INTEGER: a larger id in a URL names nothing
+
+
+@dataclass(frozen=True)
+class PostFields:
+    """A post's editable text, checked."""
+
+    title: str
+    slug: str
+    body: str
+
+
+def slugify(title: str) -> str:
+    """Return a URL slug made from a title (ASCII letters, digits and dashes)."""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    return slug[:80].rstrip("-")
+
+
+def check_fields(title: str, slug: str, body: str) -> PostFields:
+    """Return the cleaned fields, or raise PostError naming every bad one."""
+    title, slug, body = title.strip(), slug.strip().lower(), body.replace("\r\n", "\n")
+    errors = {}
+    if not title:
+        errors["title"] = "Give the post a title."
+    elif len(title) > MAX_TITLE:
+        errors["title"] = f"Keep the title under {MAX_TITLE} characters (it has {len(title)})."
+    slug = slug or slugify(title)
+    if not slug and title:
+        errors["slug"] = "Type a slug: letters, digits and dashes, e.g. my-first-post."
+    elif slug and (len(slug) > MAX_SLUG or not SLUG_PATTERN.match(slug)):
+        errors["slug"] = (f"Use lower-case letters, digits and single dashes, at most "
+                          f"{MAX_SLUG} characters, e.g. my-first-post.")
+    size = len(body.encode())
+    if size > MAX_BODY_BYTES:
+        errors["body"] = (f"The body is {-(-size // 1000)} kB; the limit is "
+                          f"{MAX_BODY_BYTES // 1000} kB. Shorten it or split the post.")
+    if errors:
+        raise PostError(errors)
+    return PostFields(title, slug, body)
+
+
+def content_digest(title: str, slug: str, body: str) -> str:
+    """Return a short fingerprint of a post's text, to tell content edits from status changes."""
+    return hashlib.sha256(f"{title}\0{slug}\0{body}".encode()).hexdigest()[:32]
+
+
+def get_post(post_id: int) -> Post:
+    """Return the post with post_id or raise PostNotFound."""
+    post = db.session.get(Post, post_id) if 0 < post_id <= MAX_ID else None
+    if post is None:
+        raise PostNotFound()
+    return post
+
+
+def _slug_taken(slug: str, except_id: int | None = None) -> bool:
+    query = sa.select(Post.id).where(Post.slug == slug)
+    if except_id is not None:
+        query = query.where(Post.id != except_id)
+    return db.session.scalar(query.limit(1)) is not None
+
+
+SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
+
+
+def _commit_or_slug_taken() -> None:
+    try:
+        db.session.commit()
+    except IntegrityError:  # two editors took the same slug at the same moment
+        db.session.rollback()
+        raise PostError(dict(SLUG_TAKEN)) from None
+
+
+def create_post(title: str, slug: str, body: str) -> Post:
+    """Create a draft post; raise PostError for bad fields or a slug in use."""
+    fields = check_fields(title, slug, body)
+    if _slug_taken(fields.slug):
+        raise PostError(dict(SLUG_TAKEN))
+    post = Post(title=fields.title, slug=fields.slug, body=fields.body, status="draft",
+                version=1)
+    db.session.add(post)
+    _commit_or_slug_taken()
+    return post
+
+
+def update_post(post_id: int, version: int, digest: str | None, title: str, slug: str,
+                body: str) -> Post:
+    """Save new text if nobody else changed the text since version (digest names that text).
+
+    A form opened at an older version still saves when only the status changed in
+    between (the publish leader published it, say): its text digest still matches.
+    """
+    fields = check_fields(title, slug, body)
+    now = database_now()
+    post = get_post(post_id)
+    if _slug_taken(fields.slug, except_id=post_id):
+        raise PostError(dict(SLUG_TAKEN))
+    if post.version != version and digest != content_digest(post.title, post.slug, post.body):
+        raise StalePost(post)
+    saved = db.session.execute(
+        sa.update(Post)
+        .where(Post.id == post_id, Post.version == post.version)
+        .values(title=fields.title, slug=fields.slug, body=fields.body,
+                version=Post.version + 1, updated_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if saved != 1:
+        db.session.rollback()
+        raise StalePost(get_post(post_id))
+    _commit_or_slug_taken()
+    return get_post(post_id)

@@ -1,0 +1,38 @@
+"""Why a change to a post was refused, field by field, for the form or the API to show."""
+
+from datetime import datetime
+
+from ..models import Post
+
+
+class PostError(Exception):
+    """A change was refused; errors maps a form field (or "form") to what to do about it."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = errors
+
+
+class PostNotFound(PostError):
+    """No post has that id (any more)."""
+
+    def __init__(self) -> None:
+        super().__init__({"form": "That post does not exist (any more)."})
+
+
+class StalePost(PostError):
+    """Someone else changed the post after this form was opened."""
+
+    def __init__(self, current: Post) -> None:
+        super().__init__({"form": "Someone else changed this post after you opened it, so "
+                                  "nothing was saved. Your text is kept below."})
+        self.current = current
+
+
+class PublishTimeInPast(PostError):
+    """The publish time has already passed; the editor may publish now instead."""
+
+    def __init__(self, when: datetime) -> None:
+        super().__init__({"publish_at": "That time has already passed. Pick a later time, "
+                                        "or publish now."})
+        self.when = when

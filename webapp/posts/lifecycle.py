@@ -1,0 +1,193 @@
+"""A post's status: schedule, publish, unpublish — by editors and by the publish leader.
+
+Every status change is one conditional UPDATE (`_move`) that only a post still
+in the expected status matches, with its outbox rows in the same transaction.
+So an editor's click and the leader's tick can never both win, and two
+processes that both believe they lead can never publish a post twice.
+"""
+
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ..db import database_now, wake_scheduler
+from ..extensions import db
+from ..leadership.keys import PLUGINS, PUBLISH
+from ..models import OutboxEvent, Post
+from .edits import get_post
+from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
+
+SCHEDULABLE = ("draft", "scheduled", "unpublished")
+BATCH_SIZE = 500
+
+
+def _move(conditions: list, values: dict) -> list[sa.Row]:
+    """Change the posts matching conditions, bumping their version; return (id, slug, title)."""
+    return db.session.execute(
+        sa.update(Post)
+        .where(*conditions)
+        .values(version=Post.version + 1, **values)
+        .returning(Post.id, Post.slug, Post.title)
+        .execution_options(synchronize_session=False)
+    ).all()
+
+
+def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
+    """Add one outbox event per (post id, slug, title) row to the current transaction."""
+    db.session.execute(sa.insert(OutboxEvent), [
+        {"topic": topic, "post_id": pid, "instance": instance, "created_at": now,
+         "payload": {"post_id": pid, "slug": slug, "title": title, "at": now.isoformat()}}
+        for pid, slug, title in rows
+    ])
+
+
+def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str) -> None:
+    """Write the outbox rows of moved posts, wake the plugin leader for them, and commit."""
+    if moved:
+        write_outbox(topic, moved, now, instance)
+        wake_scheduler(PLUGINS.name)  # the outbox's hooks (webhooks, sitemap) at once
+    db.session.commit()
+
+
+# -- the publish leader ------------------------------------------------------------------
+
+def _transition(now: datetime, source: str, target: str, due_column: sa.Column, topic: str,
+                limit: int, instance: str) -> list[int]:
+    """Move up to limit due posts from source to target status, with outbox rows; commit."""
+    due = (
+        sa.select(Post.id)
+        .where(Post.status == source, due_column <= now)
+        .order_by(due_column, Post.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .cte("due")  # a CTE runs once; an IN (subquery) may be re-scanned past its LIMIT
+    )
+    values = {"status": target, "updated_at": now}
+    if target == "published":
+        values["published_at"] = now
+    moved = _move([Post.id == due.c.id, Post.status == source, due_column <= now], values)
+    _commit_moved(topic, moved, now, instance)
+    return [row[0] for row in moved]
+
+
+def publish_due(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
+    """Publish up to limit scheduled posts whose publish_at has come; return their ids."""
+    return _transition(now, "scheduled", "published", Post.publish_at, "post.published",
+                       limit, instance)
+
+
+def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
+    """Unpublish up to limit published posts whose unpublish_at has come; return their ids."""
+    return _transition(now, "published", "unpublished", Post.unpublish_at, "post.unpublished",
+                       limit, instance)
+
+
+def next_due() -> datetime | None:
+    """Return the earliest publish_at or unpublish_at still ahead of the publish leader."""
+    first_publish = sa.select(sa.func.min(Post.publish_at)).where(Post.status == "scheduled")
+    first_expiry = sa.select(sa.func.min(Post.unpublish_at)).where(
+        Post.status == "published", Post.unpublish_at.is_not(None)
+    )
+    times = [db.session.scalar(first_publish), db.session.scalar(first_expiry)]
+    db.session.rollback()
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+# -- editors --------------------------------------------------------------------------
+
+def _locked(post_id: int, version: int) -> Post:
+    """Return the post locked for update, or raise if it is gone or changed since version."""
+    post = db.session.get(Post, post_id, with_for_update=True, populate_existing=True)
+    if post is None:
+        db.session.rollback()
+        raise PostNotFound()
+    if post.version != version:
+        db.session.rollback()
+        raise StalePost(post)
+    return post
+
+
+def check_times(publish_at: datetime | None, unpublish_at: datetime | None) -> None:
+    """Refuse a time that has passed, or an unpublish time not after the publish time.
+
+    The one place the rule lives: the forms, the JSON API and the writes below ask it.
+    """
+    now = database_now()
+    if publish_at is not None and publish_at <= now:
+        raise PublishTimeInPast(publish_at)
+    if unpublish_at is not None and unpublish_at <= now:
+        raise PostError({"unpublish_at": "That time has already passed; pick a later one, or "
+                                         "unpublish now."})
+    if publish_at is not None and unpublish_at is not None and unpublish_at <= publish_at:
+        raise PostError({"unpublish_at": "The unpublish time must come after the publish time."})
+
+
+def schedule_post(post_id: int, version: int, publish_at: datetime,
+                  unpublish_at: datetime | None) -> Post:
+    """Schedule a post for publish_at (and optionally unpublish_at), waking the leader."""
+    check_times(publish_at, unpublish_at)
+    post = _locked(post_id, version)
+    if post.status not in SCHEDULABLE:
+        db.session.rollback()
+        raise PostError({"form": "This post is published: unpublish it first, or set when it "
+                                 "should be unpublished."})
+    post.status = "scheduled"
+    post.publish_at = publish_at
+    post.unpublish_at = unpublish_at
+    post.version = (post.version or 0) + 1
+    wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until the new time
+    db.session.commit()
+    return post
+
+
+def set_unpublish_time(post_id: int, version: int, unpublish_at: datetime | None) -> Post:
+    """Set or clear when a published post is taken down, waking the leader."""
+    check_times(None, unpublish_at)
+    post = _locked(post_id, version)
+    if post.status != "published":
+        db.session.rollback()
+        raise PostError({"form": f"This post is {post.status}, not published; nothing changed."})
+    post.unpublish_at = unpublish_at
+    post.version += 1
+    wake_scheduler(PUBLISH.name)
+    db.session.commit()
+    return post
+
+
+def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str) -> list[sa.Row]:
+    """Move one post out of sources, or raise a refusal saying what it is now."""
+    moved = _move([Post.id == post_id, Post.status.in_(sources)], values)
+    if not moved:
+        db.session.rollback()
+        post = get_post(post_id)
+        raise PostError({"form": f"This post is {post.status} now, so it cannot be {wanted}; "
+                                 "nothing changed."})
+    return moved
+
+
+def unschedule_post(post_id: int) -> None:
+    """Take a scheduled post back to draft."""
+    now = database_now()
+    _move_one(post_id, ("scheduled",), {"status": "draft", "publish_at": None,
+                                        "unpublish_at": None, "updated_at": now}, "unscheduled")
+    db.session.commit()
+
+
+def publish_now(post_id: int, instance: str = "") -> None:
+    """Publish a post at once, with its 'post.published' outbox row in the same transaction."""
+    now = database_now()
+    keep_expiry = sa.case((Post.unpublish_at > now, Post.unpublish_at), else_=None)
+    moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
+                                             "publish_at": now, "unpublish_at": keep_expiry,
+                                             "updated_at": now}, "published")
+    wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
+    _commit_moved("post.published", moved, now, instance)
+
+
+def unpublish_post(post_id: int, instance: str = "") -> None:
+    """Take a published post down, with its 'post.unpublished' outbox row."""
+    now = database_now()
+    moved = _move_one(post_id, ("published",), {"status": "unpublished", "unpublish_at": None,
+                                               "updated_at": now}, "unpublished")
+    _commit_moved("post.unpublished", moved, now, instance)

@@ -1,0 +1,46 @@
+"""Timer runs: record an outcome once, and count failures toward a timer's pause."""
+
+import logging
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from ..db import wake_scheduler
+from ..extensions import db
+from ..models import Timer, TimerRun
+
+log = logging.getLogger("soloist.timers")
+
+
+def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
+               started_at: datetime, duration: float) -> None:
+    """Record a run's outcome unless it was already settled (e.g. timed out)."""
+    done = db.session.execute(
+        sa.update(TimerRun)
+        .where(TimerRun.id == run_id, TimerRun.status == "running")
+        .values(status=status, result=result[:500], error=error, duration_seconds=duration,
+                finished_at=started_at + timedelta(seconds=duration))
+    ).rowcount
+    if done:
+        count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0])
+    wake_scheduler("plugins")  # a queued run may have been waiting for this one
+    db.session.commit()
+
+
+def count_outcome(timer_id: int, ok: bool, reason: str) -> None:
+    """Reset or count consecutive failures; pause the timer at its limit (no commit)."""
+    if ok:
+        db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
+                           .values(consecutive_failures=0))
+        return
+    db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
+                       .values(consecutive_failures=Timer.consecutive_failures + 1))
+    timer = db.session.get(Timer, timer_id)
+    if timer is None or timer.paused or not timer.max_failures:
+        return
+    if timer.consecutive_failures >= timer.max_failures:
+        timer.paused = True
+        timer.paused_reason = (f"Paused automatically after {timer.consecutive_failures} "
+                               f"failed runs in a row. Last error: {reason}")[:500]
+        log.warning("timer %s (%s) paused after %d failures", timer.id, timer.name,
+                    timer.consecutive_failures)
