@@ -1,6 +1,5 @@
 """Signing in and out: passwords, limits on guessing, next=, cookies, sessions, settings."""
 
-import time
 from urllib.parse import unquote
 
 import pytest
@@ -20,11 +19,11 @@ def test_right_password_signs_in_and_lands_on_the_dashboard(app, client, auth):
     assert "ada@example.com" in text(client.get("/admin/"))
 
 
-def test_wrong_password_is_refused_slowly_and_counted(app, client, auth):
+def test_wrong_password_is_refused_and_counted(app, client, auth):
+    # counted, not slept on: a sleeping request thread was a cheap way to fill the
+    # instance's threads (issue 12); the per-account and per-address limits slow guessers
     add_user(app, "ada@example.com")
-    started = time.monotonic()
     response = auth.login(email="ada@example.com", password="wrong password")
-    assert time.monotonic() - started >= 0.45
     assert response.status_code == 401
     assert "Wrong email or password." in text(response)
     assert 'value="ada@example.com"' in text(response)  # the form keeps the email

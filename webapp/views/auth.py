@@ -1,8 +1,5 @@
 """Sign in, sign out, and the signed-in user's own settings."""
 
-import time
-
-import sqlalchemy as sa
 from flask import Blueprint, flash, redirect, render_template, request, session, url_for
 from flask_login import current_user, login_required, login_user, logout_user
 
@@ -11,6 +8,7 @@ from ..models import User
 from ..security import (
     clear_failures,
     client_address,
+    find_user,
     is_safe_next,
     record_failure,
     too_many_failures,
@@ -19,7 +17,6 @@ from ..timezones import is_zone, zone_names
 
 bp = Blueprint("auth", __name__)
 
-FAILURE_DELAY = 0.5  # seconds a failed attempt costs the guesser
 MIN_PASSWORD = 10
 
 
@@ -37,10 +34,9 @@ def login():
     if too_many_failures(email, address):
         flash("Too many failed sign-ins. Wait 15 minutes and try again.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 429
-    user = db.session.scalar(sa.select(User).where(User.email == email))
+    user = find_user(email)
     if user is None or not user.active or not user.check_password(password):
-        record_failure(email, address)
-        time.sleep(FAILURE_DELAY)
+        record_failure(email, address)  # counted, never slept on: no request thread waits
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
     clear_failures(email)
@@ -86,7 +82,7 @@ def settings():
                            zones=sorted(zone_names())), 422 if errors else 200
 
 
-def _save_settings(zone: str, data) -> dict[str, str]:  # noqa: ANN001
+def _save_settings(zone: str, data) -> dict[str, str]:
     errors = {}
     if not is_zone(zone):
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
@@ -98,7 +94,6 @@ def _save_settings(zone: str, data) -> dict[str, str]:  # noqa: ANN001
         elif not current_user.check_password(data.get("current_password", "")):
             # the same limit as sign-in: a stolen session cannot guess the password
             record_failure(current_user.email, client_address())
-            time.sleep(FAILURE_DELAY)
             errors["current_password"] = "That is not your current password."
         elif len(new) < MIN_PASSWORD:
             errors["new_password"] = f"Use at least {MIN_PASSWORD} characters."
