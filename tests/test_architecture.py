@@ -1,0 +1,91 @@
+"""The house rules of the layout, read from the source: one owner for each concept."""
+
+import ast
+from pathlib import Path
+
+WEBAPP = Path(__file__).resolve().parent.parent / "webapp"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(WEBAPP.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in WEBAPP.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Return the webapp modules path imports, at any depth (function-level imports too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import mod` imports pkg.mod when that is a module
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Return every module start imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(graph[node])
+    return seen
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _sources_containing(needle: str) -> list[str]:
+    return sorted(name for name, path in _modules().items() if needle in path.read_text())
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _import_graph()
+    assert len(graph) > 50  # the walk found the package
+    assert sorted(name for name in graph if name in _reachable(graph, name)) == []
+
+
+def test_the_dialect_is_tested_in_the_database_module_only():
+    assert _sources_containing("dialect.name") == ["webapp.db"]
+    # config rewrites DATABASE_URL before any engine exists; everyone else asks webapp.db
+    for prefix in ('startswith("sqlite', 'startswith("postgres'):
+        assert set(_sources_containing(prefix)) <= {"webapp.db", "webapp.config"}, prefix
+
+
+def test_views_build_no_sql():
+    offenders = [name for name in _sources_containing("import sqlalchemy")
+                 if name.startswith("webapp.views")]
+    assert offenders == []
+
+
+def test_only_the_scheduling_package_starts_threads_or_sleeps():
+    for needle in ("threading", "time.sleep"):
+        outside = [n for n in _sources_containing(needle)
+                   if not n.startswith("webapp.scheduling")]
+        assert outside == [], needle
+
+
+def test_plugins_never_import_the_scheduler():
+    graph = _import_graph()
+    upward = {name: sorted(t for t in targets if t.startswith("webapp.scheduling"))
+              for name, targets in graph.items() if name.startswith("webapp.plugins")}
+    assert {name: found for name, found in upward.items() if found} == {}
