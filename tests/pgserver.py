@@ -1,0 +1,245 @@
+"""A throwaway PostgreSQL server that fault tests and benchmarks may stop, restart and cut.
+
+The shared server (127.0.0.1:5432) is never restarted: anything that takes the database
+away runs on one of these instead. `initdb` puts a cluster in a temporary directory (trust
+auth, superuser `root`, fsync off: nothing here needs to survive a crash), and the
+postmaster runs in a session of its own, listening on 127.0.0.1 at a free port. As root,
+initdb and postgres run as the `postgres` OS user: postgres refuses to run as root.
+
+    with PgServer() as pg:            # initdb + start; on the way out: stop, remove the files
+        url = pg.create_database("soloist")
+        accepting = pg.restart()      # fast stop, start; wall-clock time it accepted again
+        pg.terminate_sessions("soloist")
+
+Leaving the block (normally or on an error) stops the server, waits until none of its
+processes is left, and deletes the directory; `close()` does the same and may be called
+twice. An atexit hook covers a caller that forgets.
+"""
+
+import atexit
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from tests.cluster import free_port, wait_for
+
+OS_USER = "postgres"  # who runs initdb and postgres when we are root
+SUPERUSER = "root"
+
+SETTINGS = {
+    "listen_addresses": "'127.0.0.1'",
+    "fsync": "off",  # a throwaway cluster: speed over durability
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "200",
+    "shared_buffers": "64MB",
+    "log_line_prefix": "'%m [%p] '",
+    "log_min_messages": "warning",
+}
+
+
+class PgNotAvailable(RuntimeError):
+    """No PostgreSQL server binaries on this machine."""
+
+
+def pg_bin() -> Path:
+    """Return the directory of initdb and postgres: $SOLOIST_PG_BIN, else Debian's newest."""
+    if os.environ.get("SOLOIST_PG_BIN"):
+        return Path(os.environ["SOLOIST_PG_BIN"])
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"),
+                   key=lambda p: int(Path(p).parent.parent.name))
+    if found:
+        return Path(found[-1]).parent
+    on_path = shutil.which("postgres")
+    if on_path:
+        return Path(on_path).parent
+    raise PgNotAvailable("no PostgreSQL server binaries (install Debian's postgresql package "
+                         "or set SOLOIST_PG_BIN)")
+
+
+class PgServer:
+    """One throwaway cluster: initdb, start, stop (fast), restart, cut every session."""
+
+    def __init__(self, name: str = "soloist-pg") -> None:
+        self.bin = pg_bin()
+        self.name = name
+        self.port = 0
+        self.dir: Path | None = None
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+        self._as_root = os.geteuid() == 0
+
+    # --- life cycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> "PgServer":
+        try:
+            self.init()
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def init(self) -> None:
+        """Create the cluster in a fresh temporary directory."""
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        atexit.register(self.close)
+        if self._as_root:
+            shutil.chown(self.dir, OS_USER, OS_USER)
+        self.port = free_port()
+        result = self._run([str(self.bin / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
+                            "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
+                            "--no-instructions"])
+        if result.returncode != 0:
+            raise RuntimeError(f"initdb failed:\n{result.stdout}\n{result.stderr}")
+        settings = {**SETTINGS, "port": str(self.port),
+                    "unix_socket_directories": f"'{self.dir}'"}
+        with open(self.data / "postgresql.conf", "a") as conf:
+            conf.write("\n# soloist throwaway server\n")
+            conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
+
+    @property
+    def data(self) -> Path:
+        """Return the data directory."""
+        return self.dir / "data"
+
+    @property
+    def log_path(self) -> Path:
+        """Return the server's log file (kept in the cluster's directory)."""
+        return self.dir / "postgres.log"
+
+    def start(self, timeout: float = 30) -> float:
+        """Start the postmaster; return the wall-clock time it first accepted a connection."""
+        if self.running:
+            raise RuntimeError("the server is running already")
+        self._log = open(self.log_path, "a")  # noqa: SIM115  (closed in stop)
+        user = {"user": OS_USER, "group": OS_USER, "extra_groups": []} if self._as_root else {}
+        self.proc = subprocess.Popen(
+            [str(self.bin / "postgres"), "-D", str(self.data)], cwd=self.dir,
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, **user)
+        return wait_for(self._accepting, timeout, f"the throwaway PostgreSQL on port {self.port}",
+                        interval=0.01)
+
+    def _accepting(self) -> float | None:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n"
+                               f"{self.log_path.read_text()[-2000:]}")
+        try:
+            psycopg.connect(self.url("postgres"), connect_timeout=2).close()
+        except psycopg.OperationalError:
+            return None
+        return time.time()
+
+    @property
+    def running(self) -> bool:
+        """Return whether the postmaster is running."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 30) -> float:
+        """Fast shutdown (SIGINT: end the sessions, checkpoint, exit); wait until every
+        process of the server is gone; return the wall-clock time the signal was sent."""
+        sent = time.time()
+        if self.proc is None:
+            return sent
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_all()
+                self.proc.wait()
+        wait_for(lambda: not self.processes(), 10, "every postgres process to exit")
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return sent
+
+    def restart(self, downtime: float = 0.0, timeout: float = 30) -> float:
+        """Stop (fast), stay down for downtime seconds, start; return when it accepted."""
+        self.stop()
+        if downtime > 0:
+            time.sleep(downtime)  # the outage itself, not a wait for something
+        return self.start(timeout)
+
+    def _kill_all(self) -> None:
+        for pid in [*self.processes()[1:], self.proc.pid]:  # children first: they outlive it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def processes(self) -> list[int]:
+        """Return the postmaster's pid and its children's, while alive (zombies excluded).
+
+        Each postgres child calls setsid(), so the server is not one process group.
+        """
+        if self.proc is None or self.proc.poll() is not None:
+            return [pid for pid, ppid, _pgid in live_processes()
+                    if self.proc is not None and ppid == self.proc.pid]
+        return [self.proc.pid, *(pid for pid, ppid, _pgid in live_processes()
+                                 if ppid == self.proc.pid)]
+
+    def close(self) -> None:
+        """Stop the server and delete its directory (idempotent)."""
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        try:
+            self.stop()
+        finally:
+            if self.dir is not None:
+                shutil.rmtree(self.dir, ignore_errors=True)
+                self.dir = None
+            self.proc = None
+
+    # --- using it -----------------------------------------------------------------------------
+
+    def url(self, dbname: str = "postgres", scheme: str = "postgresql") -> str:
+        """Return a URL for dbname as the superuser."""
+        return f"{scheme}://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
+
+    def create_database(self, name: str) -> str:
+        """Create a database; return its postgres:// URL (the form apps are given)."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name, scheme="postgres")
+
+    def terminate_sessions(self, dbname: str, spare: tuple[int, ...] = ()) -> int:
+        """pg_terminate_backend every session of dbname but the backends spare; return how
+        many were ended."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            return conn.execute(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid() AND pid <> ALL(%s)",
+                (dbname, list(spare))).fetchone()[0]
+
+    def _run(self, args: list[str]) -> subprocess.CompletedProcess:
+        user = {"user": OS_USER, "group": OS_USER, "extra_groups": []} if self._as_root else {}
+        return subprocess.run(args, cwd=self.dir, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "LC_ALL": "C"}, **user)
+
+
+def live_processes() -> list[tuple[int, int, int]]:
+    """Return (pid, parent pid, process group) of every live (not zombie) process."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if fields[0] not in ("Z", "X"):
+            found.append((int(Path(stat).parent.name), int(fields[1]), int(fields[2])))
+    return found
+
+
+def group_members(pgid: int) -> list[int]:
+    """Return the live processes of process group pgid."""
+    return [pid for pid, _ppid, pgrp in live_processes() if pgrp == pgid]
