@@ -1,0 +1,379 @@
+"""A fleet to hurt: gunicorn instances in process groups of their own, on one database.
+
+Shared by the fault tests (tests/test_faults.py, tests/test_chaos.py) and bench/faults.py.
+Each instance is a host: `GroupInstance.group_signal(SIGSTOP)` freezes its master and
+workers at once, SIGKILL of the group takes the whole host away. `FaultFleet` migrates the
+database, creates an admin with an API token, starts and replaces instances, reads
+pg_locks through a connection that survives a database restart, schedules posts and says
+what became of them. `close()` stops everything and reports what was still running.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from tests.cluster import (
+    BIN,
+    PLUGINS_KEY,
+    PUBLISH_KEY,
+    ROOT,
+    Instance,
+    LockView,
+    base_env,
+    flask_cmd,
+    pid_of,
+    wait_for,
+)
+from tests.pgserver import group_members
+
+KEYS = (PUBLISH_KEY, PLUGINS_KEY)
+ADMIN = "admin@example.com"
+PASSWORD = "correct horse battery"
+
+HOLDERS_SQL = """
+SELECT ((l.classid::bigint << 32) | l.objid::bigint), a.application_name
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+SESSIONS_SQL = """
+SELECT application_name FROM pg_stat_activity
+WHERE application_name LIKE 'soloist:%' AND datname = current_database()
+"""
+
+INSERT_SQL = """
+INSERT INTO posts (title, slug, body, status, publish_at, published_at, version, created_at,
+                   updated_at)
+SELECT p.prefix || ' ' || i, p.prefix || '-' || i, 'Fault test post.', p.status,
+       now() + make_interval(secs => p.lead + p.spread * (i - 1) / greatest(p.n - 1, 1)),
+       CASE WHEN p.status = 'published' THEN now() END, 1, now(), now()
+FROM (SELECT %(prefix)s::text AS prefix, %(status)s::text AS status, %(lead)s::float8 AS lead,
+             %(spread)s::float8 AS spread, %(n)s::int AS n) AS p,
+     generate_series(1, p.n) AS i ORDER BY i
+RETURNING id
+"""
+
+OUTCOME_SQL = """
+SELECT p.id, p.status, extract(epoch FROM p.publish_at)::float8,
+       extract(epoch FROM p.published_at)::float8, count(o.id)
+FROM posts p LEFT JOIN outbox_events o ON o.post_id = p.id AND o.topic = 'post.published'
+WHERE p.id = ANY(%s) GROUP BY p.id ORDER BY p.id
+"""
+
+
+class GroupInstance(Instance):
+    """A gunicorn instance in a session of its own: one process group, like one host."""
+
+    def start(self) -> "GroupInstance":
+        """Start gunicorn the way the Procfile does, as the leader of a new process group."""
+        self.log = open(self.log_path, "w")  # noqa: SIM115  (closed in stop)
+        self.proc = subprocess.Popen(
+            [str(BIN / "gunicorn"), "-c", "webapp/gunicorn_conf.py", "webapp:create_app()"],
+            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.started = time.time()
+        return self
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+    def group_signal(self, sig: int) -> float:
+        """Send sig to the master and every worker at once; return the time just before."""
+        sent = time.time()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pgid, sig)
+        return sent
+
+    def alive(self) -> list[int]:
+        """Return the group's processes that are still running (zombies excluded)."""
+        return group_members(self.pgid) if self.proc is not None else []
+
+    @property
+    def exited(self) -> bool:
+        """Return whether the master has exited (it is reaped here)."""
+        return self.proc is None or self.proc.poll() is not None
+
+    def stop(self, timeout: float = 30) -> int | None:
+        """Continue the group, SIGTERM the master and wait; SIGKILL the group if it hangs."""
+        if self.proc is None:
+            return None
+        self.group_signal(signal.SIGCONT)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.group_signal(signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class View(LockView):
+    """pg_locks and the fleet's tables through a connection that reconnects when cut."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url
+        super().__init__(database_url)
+
+    @property
+    def backend_pid(self) -> int:
+        return self.conn.info.backend_pid
+
+    def query(self, sql: str, params: object = None) -> list[tuple]:
+        """Run one statement, reconnecting once if the connection was lost; return its rows
+        (none for a statement that returns nothing)."""
+        try:
+            return self._run(sql, params)
+        except psycopg.OperationalError:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=3)
+            return self._run(sql, params)
+
+    def _run(self, sql: str, params: object) -> list[tuple]:
+        cur = self.conn.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+    def holders(self) -> dict[int, str]:
+        return dict(self.query(HOLDERS_SQL))
+
+    def lock_sessions(self) -> list[str]:
+        return [row[0] for row in self.query(SESSIONS_SQL)]
+
+    def quiet(self, fn, *args: object):
+        """Return fn(*args), or None while the database does not answer."""
+        try:
+            return fn(*args)
+        except psycopg.OperationalError:
+            return None
+
+
+@dataclass
+class Outcome:
+    """What became of some scheduled posts."""
+
+    total: int = 0
+    missing: list[int] = field(default_factory=list)  # not published
+    not_once: dict[int, int] = field(default_factory=dict)  # post id -> post.published rows
+    early: list[int] = field(default_factory=list)  # published_at < publish_at
+    lags: list[float] = field(default_factory=list)  # published_at - publish_at, s
+    published_at: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.not_once or self.early)
+
+    def __str__(self) -> str:
+        not_once = dict(list(self.not_once.items())[:10])
+        return (f"{self.total - len(self.missing)}/{self.total} published; missing "
+                f"{self.missing[:10]}; outbox rows other than one {not_once}; "
+                f"early {self.early[:10]}; max lag {max(self.lags, default=0):.3f} s")
+
+
+class FaultFleet:
+    """gunicorn instances (GroupInstance) on one migrated database, with an admin token."""
+
+    def __init__(self, url: str, log_dir: Path, prefix: str = "f", **env: str) -> None:
+        self.url = url
+        self.dbname = url.rsplit("/", 1)[1]
+        self.log_dir = log_dir
+        self.prefix = prefix
+        self.env = env  # for every instance
+        self.instances: list[GroupInstance] = []  # serving (or meant to)
+        self.gone: list[GroupInstance] = []  # killed, terminated or stopped
+        self.count = 0
+        admin_env = base_env(url)
+        flask_cmd(admin_env, "db", "upgrade")
+        flask_cmd(admin_env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
+        self.token = flask_cmd(admin_env, "create-token", ADMIN).stdout.split()[-1]
+        self.view = View(url)
+
+    # --- instances ------------------------------------------------------------------------
+
+    def spawn(self, workers: int = 2, **env: str) -> GroupInstance:
+        """Start one more instance (a new name) with the fleet's settings plus env."""
+        self.count += 1
+        settings = {**self.env, **env}
+        instance = GroupInstance(f"{self.prefix}{self.count}", self.url, workers=workers,
+                                 log_dir=self.log_dir, **settings)
+        instance.workers = workers
+        self.instances.append(instance.start())
+        return instance
+
+    def start(self, n: int, workers: int = 2, **env: str) -> None:
+        """Start n instances and wait until the fleet has settled."""
+        for _ in range(n):
+            self.spawn(workers, **env)
+        self.wait_settled()
+
+    def retire(self, instance: GroupInstance) -> None:
+        """Count instance as gone (it was killed or told to stop)."""
+        if instance in self.instances:
+            self.instances.remove(instance)
+            self.gone.append(instance)
+
+    def worker_pids(self) -> set[int]:
+        return {pid for inst in self.instances for pid in inst.worker_pids()}
+
+    def instance_of(self, application_name: str | None) -> GroupInstance | None:
+        """Return the instance a soloist[-role]:<instance>:<pid> connection belongs to."""
+        if not application_name or application_name.count(":") < 2:
+            return None
+        name = application_name.split(":")[1]
+        return next((i for i in self.instances + self.gone if i.name == name), None)
+
+    def settled(self) -> bool:
+        """Every worker of every instance connected, and both keys held by live workers."""
+        workers = self.worker_pids()
+        expected = sum(i.workers for i in self.instances)
+        sessions = sorted(pid_of(n) for n in self.view.lock_sessions())
+        holders = self.view.holders()
+        return (len(workers) == expected and sessions == sorted(workers)
+                and all(k in holders and pid_of(holders[k]) in workers for k in KEYS))
+
+    def wait_settled(self, timeout: float = 60) -> None:
+        wait_for(lambda: self.view.quiet(self.settled), timeout,
+                 "every worker's lock session and both keys held", interval=0.05)
+
+    def leader(self, key: int = PUBLISH_KEY) -> tuple[GroupInstance, int]:
+        """Return the instance and worker pid leading key now."""
+        name = wait_for(lambda: self.view.holder(key), 30, f"a leader of key {key:#x}")
+        return self.instance_of(name), pid_of(name)
+
+    def close(self, grace: float = 10) -> list[str]:
+        """Stop every instance; return a description of any process that was still running
+        grace seconds after its instance stopped (then it is killed)."""
+        everything = self.instances + self.gone
+        for inst in everything:
+            inst.group_signal(signal.SIGCONT)
+            inst.signal(signal.SIGTERM)
+        for inst in everything:
+            inst.stop()
+        left = []
+        for inst in everything:
+            try:
+                wait_for(lambda i=inst: not i.alive(), grace, "", interval=0.1)
+            except AssertionError:
+                left += [f"{inst.name}: pid {pid} {_cmdline(pid)}" for pid in inst.alive()]
+                inst.group_signal(signal.SIGKILL)
+        self.instances, self.gone = [], everything
+        self.view.close()
+        return left
+
+    # --- the JSON API -----------------------------------------------------------------------
+
+    def api(self, method: str, path: str, body: object = None) -> tuple[int, object]:
+        """Call the JSON API as the admin on the first instance that answers."""
+        error: Exception | None = None
+        for inst in self.instances:
+            request = urllib.request.Request(
+                inst.url + path, method=method,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"Authorization": f"Bearer {self.token}",
+                         "Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    return response.status, json.load(response)
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode(errors="replace")
+            except OSError as exc:
+                error = exc
+        raise RuntimeError(f"no instance answered {method} {path}: {error}")
+
+    # --- posts -----------------------------------------------------------------------------
+
+    def schedule(self, prefix: str, n: int, lead: float, spread: float = 0.0) -> list[int]:
+        """Schedule n posts due lead .. lead + spread s from now (evenly), wake the leader."""
+        return self._insert(prefix, n, lead, spread, "scheduled")
+
+    def add_published(self, prefix: str, n: int) -> list[int]:
+        """Add n posts published already (pages for a web load to read)."""
+        return self._insert(prefix, n, -60, 0, "published")
+
+    def _insert(self, prefix: str, n: int, lead: float, spread: float, status: str) -> list[int]:
+        rows = self.view.query(INSERT_SQL, {"prefix": prefix, "n": n, "lead": lead,
+                                            "spread": spread, "status": status})
+        self.view.query("SELECT pg_notify('soloist_wake', 'publish')")
+        return [r[0] for r in rows]
+
+    def published(self, ids: list[int]) -> int:
+        """Return how many of ids are published."""
+        return self.view.query("SELECT count(*) FROM posts WHERE id = ANY(%s) AND "
+                               "status = 'published'", (ids,))[0][0]
+
+    def outcome(self, ids: list[int]) -> Outcome:
+        """Say which of ids are published, how often, how late, and whether any was early."""
+        result = Outcome(total=len(ids))
+        for post_id, status, due, done, rows in self.view.query(OUTCOME_SQL, (ids,)):
+            if status != "published":
+                result.missing.append(post_id)
+                continue
+            if rows != 1:
+                result.not_once[post_id] = rows
+            if done < due:
+                result.early.append(post_id)
+            result.lags.append(done - due)
+            result.published_at[post_id] = done
+        return result
+
+    def last_event_id(self) -> int:
+        return self.view.query("SELECT coalesce(max(id), 0) FROM leader_events")[0][0]
+
+    def events_since(self, event_id: int) -> list[tuple]:
+        """Return (kind, key, term, holder, at epoch, detail) of leadership events after id."""
+        return self.view.query(
+            "SELECT kind, key, term, holder, extract(epoch FROM at)::float8, detail "
+            "FROM leader_events WHERE id > %s ORDER BY id", (event_id,))
+
+    def db_clock(self) -> float:
+        return self.view.query("SELECT extract(epoch FROM clock_timestamp())::float8")[0][0]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"
+
+
+def served_pids(instance: Instance, path: str, status: int, since: float) -> set[int]:
+    """Return the worker pids whose access log shows `GET path` answered status after since.
+
+    Every log line carries the process id ([%(process)d], webapp/gunicorn_conf.py).
+    """
+    found = set()
+    for line in instance.read_log().splitlines():
+        if f'"GET {path} HTTP/1.1" {status} ' not in line or "gunicorn.access" not in line:
+            continue
+        try:
+            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+            pid = int(line.split("] [", 1)[1].split("]", 1)[0])
+        except (ValueError, IndexError):
+            continue
+        if stamp >= int(since):
+            found.add(pid)
+    return found
+
+
+def get(url: str, timeout: float = 5) -> int | None:
+    """GET url on a new connection; return the status, or None if nothing answered."""
+    request = urllib.request.Request(url, headers={"Connection": "close"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None

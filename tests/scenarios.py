@@ -1,0 +1,120 @@
+"""The moves of the fault scenarios, shared by tests/test_faults.py and bench/faults.py.
+
+Freeze a host as soon as its leader is publishing a burst, hold a chosen worker with a slow
+upload, the pages of a web load, and what to look at afterwards: who leads, when a
+standby took over, which workers answered /readyz.
+"""
+
+import math
+import signal
+import time
+
+from tests.cluster import PUBLISH_KEY, pid_of, wait_for
+from tests.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
+from tests.traffic import SlowUpload, serving_pid
+
+# rows of the burst locked by a transaction in progress (pgrowlocks reads the row headers
+# and takes no row lock itself), or some of them published already
+BURST_STARTED_SQL = """
+SELECT EXISTS (SELECT 1 FROM pgrowlocks('posts') r JOIN posts p ON p.ctid = r.locked_row
+               WHERE p.id = ANY(%(ids)s))
+    OR EXISTS (SELECT 1 FROM posts WHERE id = ANY(%(ids)s) AND status = 'published')
+"""
+
+OPEN_TRANSACTIONS_SQL = """
+SELECT application_name, state, left(query, 60) FROM pg_stat_activity
+WHERE datname = current_database() AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+"""
+
+
+def p99(values: list[float]) -> float:
+    """Return the nearest-rank 99th percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)] if ordered else math.nan
+
+
+def freeze_when_burst_starts(fleet: FaultFleet, host: GroupInstance, ids: list[int]) -> dict:
+    """SIGSTOP host's whole process group as soon as its leader is publishing the burst.
+
+    Return when it froze, how many posts were published by then and the transactions the
+    host had open (its leader's, holding the burst's row locks, if the timing caught it).
+    """
+    fleet.view.query("CREATE EXTENSION IF NOT EXISTS pgrowlocks")
+    wait_for(lambda: fleet.view.query(BURST_STARTED_SQL, {"ids": ids})[0][0], 30,
+             "the publish leader to start on the burst", interval=0.001)
+    frozen_at = host.group_signal(signal.SIGSTOP)
+    return {"at": frozen_at, "published": fleet.published(ids),
+            "open": open_transactions(fleet, host)}
+
+
+def open_transactions(fleet: FaultFleet, host: GroupInstance) -> list[tuple]:
+    """Return (application_name, state, query) of host's connections inside a transaction."""
+    return [row for row in fleet.view.query(OPEN_TRANSACTIONS_SQL)
+            if fleet.instance_of(row[0]) is host]
+
+
+def process_states(host: GroupInstance) -> list[str]:
+    """Return the state letter (T = stopped) of every process of host's group."""
+    states = []
+    for pid in host.alive():
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue
+    return states
+
+
+def upload_to(fleet: FaultFleet, instance: GroupInstance, pid: int,
+              seconds: float) -> SlowUpload:
+    """Open slow uploads to instance until worker pid serves one; abandon the others."""
+    spare = []
+    try:
+        for _ in range(16):
+            upload = SlowUpload(instance.port, fleet.token, seconds).start()
+            served = wait_for(lambda u=upload: serving_pid(instance.worker_pids(),
+                                                           instance.port, u.local_port),
+                              5, "a worker to accept the slow upload", interval=0.01)
+            if served == pid:
+                return upload
+            spare.append(upload)
+        raise AssertionError(f"16 slow uploads and none reached worker {pid}")
+    finally:
+        for upload in spare:
+            upload.close()
+
+
+def load_paths(fleet: FaultFleet, published: int = 20) -> list[tuple[str, dict]]:
+    """Mixed pages for a web load: the public site and the JSON API with a token."""
+    fleet.add_published(f"page{time.monotonic_ns()}", published)
+    slugs = [r[0] for r in fleet.view.query(
+        "SELECT slug FROM posts WHERE status = 'published' ORDER BY id DESC LIMIT %s",
+        (published,))]
+    token = {"Authorization": f"Bearer {fleet.token}"}
+    return ([("/", {}), ("/feed.xml", {}), ("/sitemap.xml", {}), ("/api/leaders", token),
+             ("/api/posts", token)] + [(f"/posts/{slug}", {}) for slug in slugs])
+
+
+def keys_led_by_workers(fleet: FaultFleet) -> bool:
+    """Both keys held, each by a live worker of the fleet."""
+    holders = fleet.view.holders()
+    workers = fleet.worker_pids()
+    return all(k in holders and pid_of(holders[k]) in workers for k in KEYS)
+
+
+def readyz_on_every_worker(fleet: FaultFleet, since: float) -> bool:
+    """GET /readyz once per instance; true once every worker has answered 200 since since."""
+    for inst in fleet.instances:
+        get(inst.url + "/readyz")
+    return all(set(inst.worker_pids()) <= served_pids(inst, "/readyz", 200, since)
+               for inst in fleet.instances)
+
+
+def handover_after(fleet: FaultFleet, first: int, leaving: GroupInstance,
+                   sent: float) -> float | None:
+    """Seconds from sent to the first 'acquired' of the publish key by another instance
+    (leadership events after event id first), or None while there is none."""
+    for kind, key, _term, holder, at, _detail in fleet.events_since(first):
+        if kind == "acquired" and key == PUBLISH_KEY and not leaving.owns(holder):
+            return at - sent
+    return None

@@ -1,0 +1,314 @@
+"""Real traffic for fault tests: slow uploads, web load, and a webhook receiver.
+
+- SlowUpload: a POST whose body trickles in over a raw socket, like a phone on a bad
+  network; `serving_pid` finds which gunicorn worker accepted it (from /proc).
+- WebLoad: processes x threads issuing real keep-alive HTTP requests, for a bounded time.
+- WebhookReceiver: http.server on 127.0.0.1 in a thread that records every delivery and
+  answers HTTP 500 now and then.
+"""
+
+import hashlib
+import hmac
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# --- slow uploads ---------------------------------------------------------------------------
+
+
+class SlowUpload:
+    """A JSON POST to /api/posts whose body arrives a byte at a time over seconds.
+
+    gunicorn's gthread worker hands a request to a thread once its headers are in; the
+    view reads the body as it arrives. The API checks the bearer token first (a query on a
+    pool connection, whose transaction stays open), then reads the body: so the request
+    holds one worker thread and one pool connection for the whole upload.
+    """
+
+    def __init__(self, port: int, token: str, seconds: float, title: str = "slow upload") -> None:
+        self.port = port
+        self.seconds = seconds
+        title = f"{title} {os.getpid()}-{time.monotonic_ns()}"
+        self.body = json.dumps({"title": title, "body": "sent slowly"}).encode()
+        self.head = (f"POST /api/posts HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                     f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(self.body)}\r\nConnection: close\r\n\r\n").encode()
+        self.sock: socket.socket | None = None
+        self.status: int | None = None  # the answer's status, once the body is all sent
+        self.error: str = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+
+    def start(self) -> "SlowUpload":
+        """Connect, send the headers, and start sending the body slowly."""
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        self.sock.sendall(self.head)
+        self.started = time.time()
+        self._thread.start()
+        return self
+
+    @property
+    def local_port(self) -> int:
+        """Return the client side's TCP port (the server sees it as the remote port)."""
+        return self.sock.getsockname()[1]
+
+    @property
+    def running(self) -> bool:
+        """Return whether the upload is still being sent or answered."""
+        return self._thread.is_alive()
+
+    def _trickle(self) -> None:
+        gap = self.seconds / len(self.body)
+        try:
+            for i in range(len(self.body)):
+                if self._stop.wait(gap):
+                    return
+                self.sock.sendall(self.body[i:i + 1])
+            first = self.sock.recv(64).decode("latin-1")
+            self.status = int(first.split()[1]) if first.startswith("HTTP/") else None
+        except (OSError, ValueError, IndexError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def close(self) -> None:
+        """Abandon the upload (the server sees the client go away)."""
+        self._stop.set()
+        if self.sock is not None:
+            self.sock.close()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+
+def _tcp_inode(server_port: int, client_port: int) -> int | None:
+    """Return the inode of the server-side socket of a loopback connection from client_port."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            parts = line.split()
+            local, remote, inode = parts[1], parts[2], int(parts[9])
+            if (int(local.rsplit(":", 1)[1], 16) == server_port
+                    and int(remote.rsplit(":", 1)[1], 16) == client_port and inode):
+                return inode
+    return None
+
+
+def serving_pid(pids: list[int], server_port: int, client_port: int) -> int | None:
+    """Return which of pids holds the accepted socket of a connection from client_port."""
+    inode = _tcp_inode(server_port, client_port)
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return pid
+            except OSError:
+                continue
+    return None
+
+
+# --- web load -------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    """What a web load did: requests answered, by status, errors and latencies (s)."""
+
+    seconds: float = 0.0
+    statuses: Counter = field(default_factory=Counter)
+    errors: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        """Return how many requests were answered."""
+        return sum(self.statuses.values())
+
+    @property
+    def rate(self) -> float:
+        """Return answered requests per second."""
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    def add(self, other: dict) -> None:
+        self.statuses.update(other["statuses"])
+        self.errors += other["errors"]
+        self.latencies.extend(other["latencies"])
+
+
+def _load_thread(port: int, paths: list[tuple[str, dict]], until: float, out: dict,
+                 lock: threading.Lock) -> None:
+    rng = random.Random()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    statuses, errors, latencies = Counter(), 0, []
+    while time.time() < until:
+        path, headers = rng.choice(paths)
+        started = time.perf_counter()
+        try:
+            conn.request("GET", path, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            statuses[response.status] += 1
+            latencies.append(time.perf_counter() - started)
+            if response.will_close:
+                conn.close()
+        except (OSError, http.client.HTTPException):
+            errors += 1
+            conn.close()
+            time.sleep(0.05)  # a refused connection: do not spin
+    conn.close()
+    with lock:
+        out["statuses"].update(statuses)
+        out["errors"] += errors
+        out["latencies"].extend(latencies)
+
+
+def _load_process(port: int, paths: list, connections: int, until: float, queue) -> None:
+    out = {"statuses": Counter(), "errors": 0, "latencies": []}
+    lock = threading.Lock()
+    threads = [threading.Thread(target=_load_thread, args=(port, paths, until, out, lock))
+               for _ in range(connections)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    queue.put(out)
+
+
+class WebLoad:
+    """processes x connections threads sending GETs to one port until seconds have passed.
+
+    paths are (path, headers) pairs, picked at random for each request.
+    """
+
+    def __init__(self, port: int, paths: list[tuple[str, dict]], seconds: float,
+                 processes: int = 2, connections: int = 8) -> None:
+        self.port, self.paths, self.seconds = port, paths, seconds
+        self.processes, self.connections = processes, connections
+        self._ctx = multiprocessing.get_context("spawn")  # no inherited database connections
+        self._queue = self._ctx.Queue()
+        self._procs: list = []
+
+    def start(self) -> "WebLoad":
+        """Start the load processes; they stop on their own when the time is up."""
+        self.started = time.time()
+        until = self.started + self.seconds
+        for _ in range(self.processes):
+            proc = self._ctx.Process(target=_load_process, daemon=True, args=(
+                self.port, self.paths, self.connections, until, self._queue))
+            proc.start()
+            self._procs.append(proc)
+        return self
+
+    def join(self) -> LoadResult:
+        """Wait for the load to end; return what it did."""
+        result = LoadResult()
+        for _ in self._procs:
+            result.add(self._queue.get(timeout=self.seconds + 60))
+        for proc in self._procs:
+            proc.join(10)
+        result.seconds = time.time() - self.started
+        return result
+
+    def stop(self) -> None:
+        """End the load processes at once (on an error)."""
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+
+
+# --- webhook receiver ----------------------------------------------------------------------
+
+
+@dataclass
+class Receipt:
+    """One webhook request as the receiver saw it."""
+
+    delivery_id: str
+    event: str
+    post_id: int | None
+    signed: bool
+    status: int
+    at: float
+
+
+class WebhookReceiver:
+    """A local webhook endpoint (a thread) that records deliveries and fails now and then."""
+
+    def __init__(self, secret: str, fail_rate: float = 0.15, seed: int | None = None) -> None:
+        self.secret = secret
+        self.fail_rate = fail_rate
+        self.rng = random.Random(seed)
+        self.receipts: list[Receipt] = []
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Return the URL to subscribe."""
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def start(self) -> "WebhookReceiver":
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _handler(self) -> type:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status = receiver.record(self.headers, body)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        return Handler
+
+    def record(self, headers, body: bytes) -> int:
+        """Remember one request; return the status to answer with."""
+        expected = "sha256=" + hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
+        try:
+            post_id = json.loads(body)["data"]["post_id"]
+        except (ValueError, KeyError, TypeError):
+            post_id = None
+        with self.lock:
+            status = 500 if self.rng.random() < self.fail_rate else 200
+            self.receipts.append(Receipt(
+                headers.get("X-Soloist-Delivery", ""), headers.get("X-Soloist-Event", ""),
+                post_id, hmac.compare_digest(expected, headers.get("X-Soloist-Signature", "")),
+                status, time.time()))
+        return status
+
+    def by_post(self) -> dict[int, list[Receipt]]:
+        """Return every receipt grouped by post id."""
+        found: dict[int, list[Receipt]] = {}
+        with self.lock:
+            for receipt in self.receipts:
+                found.setdefault(receipt.post_id, []).append(receipt)
+        return found
