@@ -1,0 +1,218 @@
+"""Faults real platforms produce, on a real fleet: publishing never stalls and never doubles.
+
+Two gunicorn instances x two workers, each instance in a process group of its own (a
+host), on a throwaway PostgreSQL server (tests/pgserver.py) that these tests may restart
+and cut. Every wait has a deadline; the numbers asserted are what a user would notice:
+posts live on time, exactly once, and the same leader while it is healthy.
+"""
+
+import os
+import signal
+import time
+
+import pytest
+
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
+from tests.faultkit import KEYS, FaultFleet
+from tests.pgserver import PgNotAvailable, PgServer
+from tests.scenarios import (
+    OPEN_TRANSACTIONS_SQL,
+    freeze_when_burst_starts,
+    handover_after,
+    keys_led_by_workers,
+    load_paths,
+    open_transactions,
+    p99,
+    process_states,
+    readyz_on_every_worker,
+    upload_to,
+)
+from tests.traffic import WebLoad
+
+pytestmark = pytest.mark.slow
+
+FREEZE_DEADLINE = 15.0  # every due post live this long after the leader's host froze
+RECOVERY = 5.0  # both keys led again this long after the database is back
+HANDOVER = 0.5  # a standby leads this long after SIGTERM
+LAG = 1.0  # publish lag under web load
+
+
+@pytest.fixture(scope="module")
+def pg():
+    """A throwaway PostgreSQL server for this module (the shared one is never restarted)."""
+    try:
+        server = PgServer("soloist-faults")
+    except PgNotAvailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs the fault tests: {exc}")
+        pytest.skip(str(exc))
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def module_fleet(pg, tmp_path_factory):
+    """Two instances x two workers kept for the module (replaced when a test ends one)."""
+    fleet = FaultFleet(pg.create_database("soloist_faults"), tmp_path_factory.mktemp("faults"))
+    try:
+        fleet.start(2, workers=2)
+        yield fleet
+    finally:
+        left = fleet.close()
+    assert not left, f"processes left running: {left}"
+
+
+@pytest.fixture
+def fleet(module_fleet):
+    """The module's fleet, back to two instances with every worker connected."""
+    while len(module_fleet.instances) < 2:
+        module_fleet.spawn(2)
+    module_fleet.wait_settled()
+    return module_fleet
+
+
+# --- a frozen host -------------------------------------------------------------------------
+
+def test_posts_go_out_while_the_leaders_host_is_frozen_mid_burst(fleet):
+    host, _pid = fleet.leader(PUBLISH_KEY)
+    ids = fleet.schedule("burst", 300, lead=1.5)
+    freeze = freeze_when_burst_starts(fleet, host, ids)
+    try:
+        try:
+            wait_for(lambda: fleet.published(ids) == len(ids),
+                     freeze["at"] + FREEZE_DEADLINE - time.time(),
+                     "every post of the burst to be published while the host is frozen",
+                     interval=0.1)
+        except AssertionError:
+            raise AssertionError(
+                f"{fleet.published(ids)}/{len(ids)} posts published {FREEZE_DEADLINE:g} s after"
+                f" the publish leader's host froze ({freeze['published']} before the freeze; "
+                f"its open transactions then: {freeze['open']}; now: "
+                f"{fleet.view.query(OPEN_TRANSACTIONS_SQL)})") from None
+        assert set(process_states(host)) == {"T"}, "the host did not stay frozen"
+    finally:
+        host.group_signal(signal.SIGCONT)
+    fleet.wait_settled()  # the thawed host is back as a follower; its stale work is over
+    wait_for(lambda: not open_transactions(fleet, host), 15,
+             "the thawed host's old transaction to end")
+    outcome = fleet.outcome(ids)
+    assert outcome.ok, str(outcome)
+
+
+# --- web load on the leader's instance ----------------------------------------------------
+
+def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_time(fleet):
+    host, _pid = fleet.leader(PUBLISH_KEY)
+    paths = load_paths(fleet)
+    first = fleet.last_event_id()
+    ids = fleet.schedule("load", 20, lead=1.0, spread=3.0)
+    load = WebLoad(host.port, paths, seconds=5, processes=2, connections=8).start()
+    try:
+        result = load.join()
+    finally:
+        load.stop()
+    wait_for(lambda: fleet.published(ids) == len(ids), 10, "every post to be published")
+    outcome = fleet.outcome(ids)
+    changes = fleet.events_since(first)
+    assert result.requests > 100 and not result.errors, (
+        f"the load did not run: {result.requests} answers, {result.errors} errors")
+    assert not [s for s in result.statuses if s >= 500], f"server errors: {result.statuses}"
+    assert changes == [], f"leadership changed under web load: {changes}"
+    assert outcome.ok, str(outcome)
+    assert p99(outcome.lags) <= LAG, f"publish lag p99 {p99(outcome.lags):.3f} s under load"
+
+
+def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evicted(pg,
+                                                                                   tmp_path):
+    fleet = FaultFleet(pg.create_database("soloist_pool1"), tmp_path, prefix="p")
+    upload = None
+    try:
+        small = fleet.spawn(2, DB_POOL_SIZE="1", DB_MAX_OVERFLOW="0")
+        wait_for(lambda: all(small.owns(fleet.view.holder(k)) for k in KEYS), 60,
+                 "the small-pool instance to lead both keys", interval=0.05)
+        fleet.spawn(2)
+        fleet.wait_settled()
+        leader = fleet.view.holder(PUBLISH_KEY)
+        upload = upload_to(fleet, small, pid_of(leader), seconds=14)
+        wait_for(lambda: fleet.view.query(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
+            "AND state = 'idle in transaction'", (f"soloist-web:{small.name}:{pid_of(leader)}",)),
+            5, "the slow upload to hold the leader's only pool connection")
+        first = fleet.last_event_id()
+        ids = fleet.schedule("pool", 1, lead=2.0)
+        wait_for(lambda: not upload.running, 30, "the slow upload to end", interval=0.1)
+        wait_for(lambda: fleet.published(ids) == 1, 15, "the post to be published")
+        outcome = fleet.outcome(ids)
+        changes = fleet.events_since(first)
+    finally:
+        if upload is not None:
+            upload.close()
+        left = fleet.close()
+    assert changes == [], f"the healthy leader {leader} lost its keys: {changes}"
+    assert outcome.ok and outcome.lags[0] <= LAG, (
+        f"the post went out {outcome.lags[0]:.2f} s late (target ≤ {LAG:g} s)")
+    assert not left, f"processes left running: {left}"
+
+
+# --- the database goes away -------------------------------------------------------------------
+
+def test_both_keys_are_led_again_soon_after_postgresql_restarts(fleet, pg):
+    workers = {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances}
+    ids = fleet.schedule("outage", 1, lead=1.0)
+    accepting = pg.restart(downtime=3.0)  # the post falls due while the server is down
+    try:
+        wait_for(lambda: fleet.view.quiet(keys_led_by_workers, fleet),
+                 accepting + RECOVERY - time.time(), "both keys to be led again", interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"both keys not led again {RECOVERY:g} s after PostgreSQL "
+                             f"accepted connections: {fleet.view.holders()}") from None
+    wait_for(lambda: fleet.published(ids) == 1, 10, "the post due during the outage")
+    fleet.wait_settled(30)
+    wait_for(lambda: readyz_on_every_worker(fleet, accepting), 20,
+             "GET /readyz to answer 200 on every worker")
+    assert {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances} == workers
+    outcome = fleet.outcome(ids)
+    assert outcome.ok, str(outcome)
+
+
+def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fleet, pg):
+    workers = sorted(fleet.worker_pids())
+    ids = fleet.schedule("cut", 20, lead=1.0, spread=4.0)
+    wait_for(lambda: fleet.published(ids) > 0, 10, "publishing to start")
+    cut_at = time.time()
+    ended = pg.terminate_sessions(fleet.dbname, spare=(fleet.view.backend_pid,))
+    assert ended >= len(workers)
+    wait_for(lambda: fleet.view.quiet(keys_led_by_workers, fleet),
+             cut_at + RECOVERY - time.time(), "both keys to be led again", interval=0.05)
+    wait_for(lambda: fleet.published(ids) == len(ids), 15, "every post to be published")
+    fleet.wait_settled(30)
+    assert sorted(fleet.worker_pids()) == workers
+    outcome = fleet.outcome(ids)
+    assert outcome.ok, str(outcome)
+
+
+# --- SIGTERM with a request in flight ------------------------------------------------------------
+
+def test_sigterm_hands_leadership_over_while_a_long_request_runs(fleet):
+    host, pid = fleet.leader(PUBLISH_KEY)
+    led_plugins = host.owns(fleet.view.holder(PLUGINS_KEY))
+    upload = upload_to(fleet, host, pid, seconds=20)
+    first = fleet.last_event_id()
+    fleet.retire(host)
+    try:
+        sent = time.time()
+        host.signal(signal.SIGTERM)
+        try:
+            took = wait_for(lambda: handover_after(fleet, first, host, sent), 5,
+                            "a standby on the other instance to take the publish key")
+        except AssertionError:
+            raise AssertionError("no standby took the publish key within 5 s of SIGTERM "
+                                 f"(events: {fleet.events_since(first)})") from None
+        assert upload.running, "the long request ended before the handover"
+        assert took <= HANDOVER, f"handover took {took:.3f} s after SIGTERM"
+        if led_plugins:
+            wait_for(lambda: not host.owns(fleet.view.holder(PLUGINS_KEY)), 1,
+                     "the plugins key to move too")
+    finally:
+        upload.close()
+        host.stop()
