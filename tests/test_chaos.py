@@ -1,0 +1,53 @@
+"""A fleet hurt at random every ~2 s still publishes every post once, on time, to webhooks."""
+
+import os
+
+import pytest
+
+from tests.chaos import FLEET_ENV, SECRET, Chaos, chaos_seed
+from tests.faultkit import FaultFleet
+from tests.pgserver import PgNotAvailable, PgServer
+from tests.scenarios import p99
+from tests.traffic import WebhookReceiver
+
+pytestmark = pytest.mark.slow
+
+CHAOS_SECONDS = 35
+LAG_P99 = 12.0
+
+
+@pytest.fixture
+def pg():
+    """A throwaway PostgreSQL server this test may restart."""
+    try:
+        server = PgServer("soloist-chaos")
+    except PgNotAvailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs the chaos test: {exc}")
+        pytest.skip(str(exc))
+    with server:
+        yield server
+
+
+def test_chaos_publishes_every_post_once_never_early_with_one_delivery_id(pg, tmp_path):
+    url = pg.create_database("soloist_chaos")
+    fleet = FaultFleet(url, tmp_path, prefix="c", **FLEET_ENV)
+    receiver = WebhookReceiver(SECRET, fail_rate=0.15, seed=1).start()
+    seed = chaos_seed()
+    try:
+        fleet.start(3, workers=2)
+        chaos = Chaos(fleet, pg, receiver, seed)
+        chaos.report.instances = 3
+        report = chaos.run(CHAOS_SECONDS, receipt_wait=45, log=print)
+    finally:
+        fleet.close()
+        receiver.close()
+    outcome = report.outcome
+    assert not outcome.missing and not outcome.not_once, f"posts not published once:\n{report}"
+    assert not outcome.early, f"posts published before their publish_at:\n{report}"
+    assert not report.two_ids, f"a post delivered under two delivery ids:\n{report}"
+    assert not report.not_received, f"posts the webhook receiver never got:\n{report}"
+    assert not report.unsigned and not report.received_early, str(report)
+    assert not report.leftovers, f"processes of the fleet left running:\n{report}"
+    assert p99(outcome.lags) <= LAG_P99, (
+        f"publish lag p99 {p99(outcome.lags):.1f} s (target ≤ {LAG_P99:g} s):\n{report}")
