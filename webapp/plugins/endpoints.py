@@ -11,8 +11,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import database_now
 from ..extensions import db
-from ..models import Timer, WebhookDelivery, WebhookEndpoint, utcnow
+from ..models import Timer, WebhookDelivery, WebhookEndpoint
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, resolve, split_url
 
@@ -116,12 +117,13 @@ def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
     """Send a delivery again, same id and body, with a fresh retry budget."""
     from ..timers import queue_run_now
 
+    now = now or database_now()  # before the changes: on PostgreSQL it ends a transaction
     delivery.status = "pending"
     delivery.attempts = 0
-    delivery.next_attempt_at = now or utcnow()
+    delivery.next_attempt_at = now
     delivery.claimed_at = None
     db.session.commit()
     timer = db.session.scalar(sa.select(Timer).where(
         Timer.plugin == "webhooks", Timer.default_key == "deliver"))
     if timer is not None:
-        queue_run_now(timer)
+        queue_run_now(timer, now)

@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..db import insert_ignoring_conflicts, wake_scheduler
+from ..db import database_now, insert_ignoring_conflicts, wake_scheduler
 from ..extensions import db
-from ..models import Timer, TimerRun, utcnow
+from ..models import Timer, TimerRun
 from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import Schedule
@@ -37,7 +37,7 @@ def _apply(timer: Timer, values: dict, now: datetime) -> None:
 
 def create_timer(data: Mapping[str, Any], now: datetime | None = None) -> Timer:
     """Validate data and store a new timer; wake the plugin leader."""
-    now = now or utcnow()
+    now = now or database_now()
     values = parse_timer(data)
     _refuse_past_once(values, now)
     timer = Timer(consecutive_failures=0, paused=False, paused_reason="")
@@ -50,7 +50,7 @@ def create_timer(data: Mapping[str, Any], now: datetime | None = None) -> Timer:
 
 def update_timer(timer: Timer, data: Mapping[str, Any], now: datetime | None = None) -> Timer:
     """Validate data and change timer; the next run is recomputed from its new schedule."""
-    now = now or utcnow()
+    now = now or database_now()  # first: on PostgreSQL it ends the transaction that loaded timer
     values = parse_timer(data)
     if timer.default_key and (values["plugin"], values["action"]) != (timer.plugin, timer.action):
         # the plugin finds its own timer by (plugin, default_key): moving it would orphan it
@@ -89,11 +89,11 @@ def history(timer: Timer, limit: int = 50) -> list[TimerRun]:
 
 def queue_run_now(timer: Timer, now: datetime | None = None) -> TimerRun:
     """Queue a run for the plugin leader (one waiting run per timer at most)."""
+    now = now or database_now()
     waiting = db.session.scalar(sa.select(TimerRun).where(
         TimerRun.timer_id == timer.id, TimerRun.status == "queued").limit(1))
     if waiting is not None:
         return waiting
-    now = now or utcnow()
     for nudge in range(100):  # the slot's time is taken (a scheduled run): a microsecond on
         run_id = db.session.scalar(
             insert_ignoring_conflicts(TimerRun, ["timer_id", "scheduled_for"])
@@ -117,10 +117,11 @@ def pause(timer: Timer, reason: str = "Paused by an editor.") -> None:
 
 def resume(timer: Timer, now: datetime | None = None) -> None:
     """Run a timer on schedule again, from the next slot after now, with failures forgiven."""
+    now = now or database_now()
     timer.paused = False
     timer.paused_reason = ""
     timer.consecutive_failures = 0
-    timer.next_run_at = Schedule.of(timer).next_after(now or utcnow())
+    timer.next_run_at = Schedule.of(timer).next_after(now)
     wake_scheduler("plugins")
     db.session.commit()
 
