@@ -13,6 +13,7 @@ never before its publish_at (database clock), received by the receiver under a s
 delivery id, and no process of the fleet may be left running.
 """
 
+import contextlib
 import os
 import random
 import signal
@@ -32,13 +33,12 @@ WEIGHTS = {"kill_worker": 3, "kill_instance": 2, "term_instance": 2, "stop_group
            "cut_sessions": 1}
 
 STUCK_SQL = """
-SELECT o.post_id, coalesce(w.status, '(no delivery row)'), w.attempts, w.last_error,
-       string_agg(h.plugin || ':' || h.status || ' ' || coalesce(h.last_error, ''), '; ')
+SELECT o.post_id, coalesce(w.status, 'no delivery row'), w.attempts, w.last_error,
+       coalesce(h.status, 'no hook row'), h.last_error
 FROM outbox_events o
 LEFT JOIN webhook_deliveries w ON w.event_id = o.id
 LEFT JOIN hook_deliveries h ON h.event_id = o.id AND h.plugin = 'webhooks'
-WHERE o.topic = 'post.published' AND o.post_id = ANY(%s)
-GROUP BY o.post_id, w.status, w.attempts, w.last_error ORDER BY o.post_id
+WHERE o.topic = 'post.published' AND o.post_id = ANY(%s) ORDER BY o.post_id
 """
 
 
@@ -70,6 +70,14 @@ class ChaosReport:
             counts[kind] = counts.get(kind, 0) + 1
         return counts
 
+    def stuck_counts(self) -> dict[str, int]:
+        """Return how many posts not received stand where (webhook delivery, hook run)."""
+        counts: dict[str, int] = {}
+        for _post, delivery, _attempts, _error, hook, _hook_error in self.stuck:
+            where = f"webhook delivery {delivery}, webhooks hook {hook}"
+            counts[where] = counts.get(where, 0) + 1
+        return counts
+
     def __str__(self) -> str:
         lines = [f"seed {self.seed} (SOLOIST_CHAOS_SEED={self.seed} repeats the fault plan); "
                  f"{self.instances} instances started; faults {self.fault_counts()}",
@@ -78,9 +86,10 @@ class ChaosReport:
                  f"posts with two delivery ids: {dict(list(self.two_ids.items())[:5])}",
                  f"unsigned receipts: {self.unsigned}; received before publish_at: "
                  f"{self.received_early[:10]}",
-                 f"processes left running: {self.leftovers}"]
-        lines += [f"  stuck post {row[0]}: delivery {row[1]} attempts {row[2]} "
-                  f"{row[3]!r}; hook {row[4]}" for row in self.stuck[:10]]
+                 f"processes left running: {self.leftovers}",
+                 f"where the posts not received stand: {self.stuck_counts()}"]
+        lines += [f"  post {row[0]}: webhook delivery {row[1]} (attempts {row[2]}, "
+                  f"{row[3]!r}); webhooks hook {row[4]} ({row[5]!r})" for row in self.stuck[:10]]
         lines += [f"  {t:6.2f} s {kind} {target}" for t, kind, target in self.faults]
         return "\n".join(lines)
 
@@ -159,7 +168,8 @@ class Chaos:
     def kill_worker(self) -> None:
         picked = self._pick_worker()
         if picked:
-            os.kill(picked[1], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have just died
+                os.kill(picked[1], signal.SIGKILL)
             self._record("SIGKILL worker", f"{picked[0].name}:{picked[1]}")
 
     def kill_instance(self) -> None:
@@ -234,9 +244,10 @@ class Chaos:
     def _await_receipts(self, ids: list[int], deadline: float) -> None:
         timer = self._deliver_timer()
         while self._not_received(ids) and time.monotonic() < deadline:
-            if timer is not None:
-                self.fleet.api("POST", f"/api/timers/{timer}/run")  # retries, at once
-            time.sleep(2)  # the run-now request is picked up by the plugin leader
+            if timer is not None:  # send the retries now rather than at the next minute
+                with contextlib.suppress(RuntimeError):
+                    self.fleet.api("POST", f"/api/timers/{timer}/run")
+            time.sleep(3)  # the run-now request is picked up by the plugin leader
 
     def _deliver_timer(self) -> int | None:
         status, body = self.fleet.api("GET", "/api/timers")
