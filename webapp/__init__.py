@@ -8,7 +8,7 @@ from flask import Flask
 
 from . import timefmt
 from .config import check_production_config, load_config
-from .db import enable_sqlite_pragmas, is_sqlite_url
+from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args
 from .extensions import db, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_blueprints(app)
     timefmt.init_app(app)
     register_commands(app)
-    register_scheduler(app)
+    register_scheduler(app, config)
     return app
 
 
@@ -46,15 +46,15 @@ def configure_database(app: Flask) -> None:
     options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     # a logged database error must not carry its statement's values (webhook secrets, hashes)
     options.setdefault("hide_parameters", True)
+    app.config.setdefault("DB_ROLE", "web")
     if not is_sqlite_url(uri):
-        options.setdefault("pool_size", app.config["DB_POOL_SIZE"])
-        options.setdefault("max_overflow", app.config["DB_MAX_OVERFLOW"])
+        # the scheduler thread uses one connection at a time; the web pool is sized by ops
+        sched = app.config["DB_ROLE"] == "sched"
+        options.setdefault("pool_size", 1 if sched else app.config["DB_POOL_SIZE"])
+        options.setdefault("max_overflow", 1 if sched else app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
-        options.setdefault("pool_timeout", 10)
-        options.setdefault("connect_args", {
-            "application_name": f"soloist-web:{app.config['INSTANCE_NAME']}:{os.getpid()}"[:63],
-            "connect_timeout": 5,
-        })
+        options.setdefault("pool_timeout", 5 if sched else 10)
+        options.setdefault("connect_args", pg_connect_args(app.config, app.config["DB_ROLE"]))
     else:
         options.setdefault("connect_args", {"timeout": 15})
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
@@ -119,9 +119,18 @@ def register_commands(app: Flask) -> None:
     cli.init_app(app)
 
 
-def register_scheduler(app: Flask) -> None:
+def register_scheduler(app: Flask, config: dict | None = None) -> None:
     """Start the scheduler under `flask run` only; gunicorn starts it after fork."""
-    from .scheduling import runner
+    from .scheduling import process
 
-    runner.init_app(app)
     logging.getLogger("soloist").setLevel(logging.INFO)
+    if app.config["DB_ROLE"] == "web":
+        process.init_app(app, lambda: scheduler_app(config))
+
+
+def scheduler_app(config: dict | None = None) -> Flask:
+    """Create the scheduler's own app: the same settings, its own small pool.
+
+    Its connections (soloist-sched:<instance>:<pid>) never wait behind web requests.
+    """
+    return create_app({**(config or {}), "DB_ROLE": "sched"})

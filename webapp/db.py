@@ -5,8 +5,9 @@ decided here, once; the rest of the app asks these functions instead of
 looking at the dialect itself.
 """
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,8 +18,40 @@ from sqlalchemy.engine import Engine, make_url
 
 from .extensions import db
 
+MAX_INSTANCE = 40  # characters of the instance name kept in an application_name (63 at most)
 WAKE_CHANNEL = "soloist_wake"  # payload: the name of the key whose leader should look now
 HANDOVER_CHANNEL = "soloist_handover"  # payload: a key that was just released
+
+
+def identity(instance: str, pid: int | None = None, role: str = "") -> str:
+    """Return the application_name of one of this process's connections.
+
+    The lock session is soloist:<instance>:<pid>; the process's other connections are
+    soloist-<role>:<instance>:<pid>, so evicting a process can find all of them.
+    """
+    pid = os.getpid() if pid is None else pid
+    prefix = f"soloist-{role}" if role else "soloist"
+    return f"{prefix}:{instance[:MAX_INSTANCE]}:{pid}"
+
+
+def server_options(config: Mapping) -> str:
+    """Return libpq options that make the server end long statements and idle transactions."""
+    statement = int(config["DB_STATEMENT_TIMEOUT_SECONDS"] * 1000)
+    idle = int(config["DB_IDLE_IN_TRANSACTION_SECONDS"] * 1000)
+    return f"-c statement_timeout={statement} -c idle_in_transaction_session_timeout={idle}"
+
+
+def pg_connect_args(config: Mapping, role: str) -> dict:
+    """Return the psycopg connect arguments of one of this process's engines.
+
+    A transaction-mode pooler refuses startup options (and would hand the settings to
+    other clients), so the web pool behind one leaves the timeouts to the pooler.
+    """
+    args = {"application_name": identity(config["INSTANCE_NAME"], role=role),
+            "connect_timeout": 5}
+    if not (role == "web" and config.get("DB_WEB_VIA_POOLER")):
+        args["options"] = server_options(config)
+    return args
 
 
 def is_sqlite_url(url: str) -> bool:

@@ -4,6 +4,7 @@ Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfil
 """
 
 import os
+import signal
 
 from webapp.config import env_int, instance_name
 
@@ -40,14 +41,25 @@ logconfig_dict = {
 
 
 def post_worker_init(worker):
-    """Start this worker's scheduler thread, after the fork."""
-    from webapp.scheduling import runner
+    """Start this worker's scheduler thread, after the fork; hand over first on SIGTERM."""
+    from webapp import scheduler_app
+    from webapp.scheduling import process
 
-    runner.start(worker.wsgi)
+    process.start(worker.wsgi, scheduler_app)
+    # gunicorn's own SIGTERM handler lets the worker finish its requests, and only then
+    # calls worker_exit: a 20 s upload would keep the keys 20 s. Hand them over first.
+    graceful = signal.getsignal(signal.SIGTERM)
+
+    def hand_over_then_drain(signum, frame):
+        process.request_stop()
+        if callable(graceful):
+            graceful(signum, frame)
+
+    signal.signal(signal.SIGTERM, hand_over_then_drain)
 
 
 def worker_exit(server, worker):
     """Hand this worker's keys over before it exits, well inside graceful_timeout."""
-    from webapp.scheduling import runner
+    from webapp.scheduling import process
 
-    runner.stop(timeout=graceful_timeout - 5)
+    process.stop(timeout=graceful_timeout - 5)

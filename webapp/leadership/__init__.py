@@ -13,7 +13,7 @@ import os
 import psycopg
 from flask import current_app
 
-from ..db import is_postgres, is_sqlite_url
+from ..db import is_postgres, is_sqlite_url, server_options
 from .base import PG_TOKEN, SQLITE_TOKEN, LockUnavailable
 from .files import VIEW as FILE_VIEW
 from .files import FileLockSession
@@ -28,14 +28,18 @@ __all__ = ["PG_TOKEN", "SQLITE_TOKEN", "close_all_sessions", "current_view", "lo
 _sessions: dict[tuple[int, str], PgLockSession | FileLockSession] = {}
 
 
-def lock_session(url: str, instance: str) -> PgLockSession | FileLockSession:
-    """Return this process's lock session for url, creating it after a fork."""
+def lock_session(url: str, instance: str, options: str = "") -> PgLockSession | FileLockSession:
+    """Return this process's lock session for url, creating it after a fork.
+
+    options are libpq options for the PostgreSQL connection (server-side timeouts).
+    """
     key = (os.getpid(), url)
     found = _sessions.get(key)
     if found is None:
-        backend = FileLockSession if is_sqlite_url(url) else PgLockSession
+        made = FileLockSession(url, instance) if is_sqlite_url(url) else PgLockSession(
+            url, instance, options)
         # setdefault is atomic: two threads asking at once get the same (unopened) session
-        found = _sessions.setdefault(key, backend(url, instance))
+        found = _sessions.setdefault(key, made)
     return found
 
 
@@ -49,7 +53,8 @@ def _session_for(session) -> PgLockSession | FileLockSession:
     url = bind.url.render_as_string(hide_password=False)
     if not is_sqlite_url(url):
         url = current_app.config["LOCK_DATABASE_URL"]
-    return lock_session(url, current_app.config["INSTANCE_NAME"])
+    return lock_session(url, current_app.config["INSTANCE_NAME"],
+                        server_options(current_app.config))
 
 
 def try_acquire_leader(session, key: int):

@@ -6,9 +6,17 @@ and records terms. A *view* (`pg.VIEW`, `files.VIEW`) reads who holds what for
 the status page, the ops actions, the dashboard and the CLI.
 """
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from ..db import identity
+
+__all__ = ["PG_TOKEN", "SQLITE_TOKEN", "BaseLockSession", "LockSession", "LockUnavailable",
+           "OpsError", "PollRow", "ENDED_DETAIL", "identity", "is_stale", "parse_identity"]
+
+
+ENDED_DETAIL = ("its lock session ended without releasing the key (killed, cut off or timed "
+                "out); shown held until its last heartbeat")
 
 
 class _Token:
@@ -70,13 +78,6 @@ class BaseLockSession:
     def name(self) -> str:
         """Return this process's identity (its application_name on PostgreSQL)."""
         return identity(self.instance)
-
-
-def identity(instance: str, pid: int | None = None) -> str:
-    """Return this process's application_name: soloist:<instance>:<pid>."""
-    pid = os.getpid() if pid is None else pid
-    suffix = f":{pid}"
-    return f"soloist:{instance}"[: 63 - len(suffix)] + suffix
 
 
 def parse_identity(application_name: str) -> tuple[str, int | None]:

@@ -7,6 +7,7 @@ terminates the holder's lock session and takes over.
 """
 
 import logging
+import random
 import time
 from datetime import UTC, datetime
 
@@ -18,7 +19,7 @@ from .pg import TransactionPoolerError
 log = logging.getLogger("soloist.leadership")
 
 RECONNECT_MIN = 0.25
-RECONNECT_MAX = 5.0
+RECONNECT_MAX = 2.0  # a restarted database is led again within seconds of accepting
 
 
 class Leadership:
@@ -31,6 +32,7 @@ class Leadership:
         self.held: dict[int, int] = {}  # key -> term
         self.cooldown: dict[int, float] = {}  # key -> monotonic time it may be taken again
         self.online: bool | None = None
+        self.offline_since: float | None = None  # monotonic time the lock session went down
         self.backoff = RECONNECT_MIN
         self.next_connect = 0.0
         self.pending: list[tuple] = []  # events to write once the connection is back
@@ -53,13 +55,14 @@ class Leadership:
             self.locks.connect()
         except (psycopg.Error, OSError, LockUnavailable) as exc:
             self._went_offline(exc)
-            self.next_connect = now + self.backoff
+            # jittered, so a fleet that lost its database does not reconnect in lockstep
+            self.next_connect = now + self.backoff * random.uniform(0.5, 1.0)
             limit = 60.0 if isinstance(exc, TransactionPoolerError) else RECONNECT_MAX
             self.backoff = min(self.backoff * 2, limit)
             return False
         if self.online is False:
             log.info("lock connection restored as %s", self.locks.name)
-        self.online = True
+        self.online, self.offline_since = True, None
         self.backoff = RECONNECT_MIN
         self._flush_pending()
         return True
@@ -68,9 +71,19 @@ class Leadership:
         """Return seconds until the next reconnect attempt."""
         return max(0.0, self.next_connect - time.monotonic())
 
+    def offline_for(self) -> float:
+        """Return how long the lock session has been down (0 while it is up)."""
+        return 0.0 if self.offline_since is None else time.monotonic() - self.offline_since
+
+    def take_pending(self) -> list[tuple]:
+        """Hand over the events still to write, for a writer with a working connection."""
+        found, self.pending = self.pending, []
+        return found
+
     def _went_offline(self, exc: BaseException) -> None:
         if self.online is not False:
             log.error("lock connection unavailable, leading nothing until it is back: %s", exc)
+            self.offline_since = time.monotonic()
         self.online = False
 
     def _flush_pending(self) -> None:

@@ -5,16 +5,18 @@ kernel when the process dies, just as PostgreSQL drops a session lock when its
 connection goes. Each lock file records its holder for the leader page.
 """
 
+import contextlib
 import fcntl
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..db import sqlite_path
 from ..extensions import db
-from .base import SQLITE_TOKEN, BaseLockSession, LockSession, OpsError, PollRow
+from .base import ENDED_DETAIL, SQLITE_TOKEN, BaseLockSession, LockSession, OpsError, PollRow
 
 
 def _stamp(moment: datetime) -> str:
@@ -112,10 +114,21 @@ class FileLockSession(BaseLockSession):
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
-    def _db(self) -> sqlite3.Connection:
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """Open the database file for one write transaction, committed or rolled back whole."""
         conn = sqlite3.connect(self.db_file, timeout=15, isolation_level=None)
-        conn.execute("PRAGMA busy_timeout=15000")
-        return conn
+        try:
+            conn.execute("PRAGMA busy_timeout=15000")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
 
     def poll(self, keys: list[int]) -> list[PollRow]:
         """Try every key; heartbeat ages are not used on one host."""
@@ -140,6 +153,11 @@ class FileLockSession(BaseLockSession):
         """Start a new term for key; return the term."""
         now = _now()
         with self._db() as conn:
+            ended = conn.execute(  # the last holder's process died without releasing
+                "SELECT term, holder, heartbeat_at FROM leader_state s WHERE key = ? AND "
+                "holder_pid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM leader_events e WHERE "
+                "e.key = s.key AND e.term = s.term AND e.kind IN "
+                "('released', 'lost', 'evicted', 'ended'))", (key,)).fetchone()
             term = conn.execute(
                 "INSERT INTO leader_state (key, term, holder, holder_pid, acquired_at, "
                 "heartbeat_at, last_result, step_down_requested) VALUES (?, 1, ?, ?, ?, ?, '', 0) "
@@ -148,6 +166,9 @@ class FileLockSession(BaseLockSession):
                 "heartbeat_at = excluded.heartbeat_at, step_down_requested = 0 RETURNING term",
                 (key, self.name, os.getpid(), now, now),
             ).fetchone()[0]
+            if ended:
+                self._event(conn, key, "ended", ended[0], ended[1], ENDED_DETAIL,
+                            ended[2] or now)
             self._event(conn, key, "acquired", term, self.name, detail)
         return term
 

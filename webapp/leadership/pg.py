@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL
 from ..extensions import db
 from .base import (
+    ENDED_DETAIL,
     PG_TOKEN,
     BaseLockSession,
     LockSession,
@@ -68,8 +69,18 @@ WHERE s.key = ANY(%s) AND s.holder_pid = pg_backend_pid()
 RETURNING s.key, s.step_down_requested, now()
 """
 
-ACQUIRED_SQL = """
-WITH s AS (
+ACQUIRED_SQL = f"""
+WITH prev AS MATERIALIZED (
+  SELECT st.term, st.holder, st.heartbeat_at FROM leader_state st
+  WHERE st.key = %(key)s AND st.holder_pid IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM leader_events e WHERE e.key = st.key AND e.term = st.term
+                    AND e.kind IN ('released', 'lost', 'evicted', 'ended'))
+), ended AS (
+  -- the last holder never said goodbye: its session ended (killed, cut off, timed out)
+  INSERT INTO leader_events (key, kind, term, holder, detail, at)
+  SELECT %(key)s, 'ended', term, holder, '{ENDED_DETAIL}',
+         least(coalesce(heartbeat_at, now()), now() - interval '1 microsecond') FROM prev
+), s AS (
   INSERT INTO leader_state AS st (key, term, holder, holder_pid, acquired_at, heartbeat_at,
                                   last_result, step_down_requested)
   VALUES (%(key)s, 1, %(holder)s, pg_backend_pid(), now(), now(), '', false)
@@ -97,16 +108,20 @@ SELECT pg_notify('soloist_handover', %(key)s::text)
 """
 
 def evict_sql(victim: str, notify: bool = False) -> str:
-    """Return the statement that ends the lock session holding %(key)s, chosen by victim.
+    """Return the statement that ends the process whose lock session holds %(key)s.
 
-    In the same statement it records an "evicted" event for each of %(ours)s the session
-    held (parameter %(detail)s), and with notify wakes the standbys. It returns the
-    session's application_name and every key it held; no row if victim matched nobody.
+    victim chooses the lock session. Every other connection of that process (its web
+    pool and its scheduler's, named soloist-<role>:<instance>:<pid> from the same host)
+    ends too: a frozen process's open transaction would otherwise keep row locks that
+    its successor skips. In the same statement it records an "evicted" event for each
+    of %(ours)s the session held (parameter %(detail)s), and with notify wakes the
+    standbys. It returns the session's application_name, every key it held and how many
+    other connections ended; no row if victim matched nobody.
     """
     wake = ", pg_notify('soloist_handover', %(key)s::text)" if notify else ""
     return f"""
 WITH victim AS MATERIALIZED (
-  SELECT a.pid, a.application_name,
+  SELECT a.pid, a.application_name, a.client_addr,
          (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
           WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}) AS keys
   FROM pg_locks l
@@ -118,8 +133,17 @@ WITH victim AS MATERIALIZED (
   SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
          v.application_name, %(detail)s, now()
   FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
+), process AS MATERIALIZED (
+  SELECT pg_terminate_backend(b.pid, 2000) AS ended
+  FROM pg_stat_activity b, victim v
+  WHERE b.pid <> v.pid AND b.pid <> pg_backend_pid() AND b.application_name LIKE 'soloist-%%'
+    AND substr(b.application_name, strpos(b.application_name, ':'))
+        = substr(v.application_name, strpos(v.application_name, ':'))
+    AND b.client_addr IS NOT DISTINCT FROM v.client_addr AND b.datname = current_database()
 )
-SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000){wake} FROM victim v
+SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000),
+       (SELECT count(*) FROM process WHERE ended){wake}
+FROM victim v
 """
 
 
@@ -139,9 +163,10 @@ class PgLockSession(BaseLockSession):
 
     token = PG_TOKEN
 
-    def __init__(self, url: str, instance: str) -> None:
+    def __init__(self, url: str, instance: str, options: str = "") -> None:
         super().__init__(instance)
         self.url = url
+        self.options = options  # libpq options: the server-side statement timeout
         self.conn: psycopg.Connection | None = None
 
     @property
@@ -153,8 +178,9 @@ class PgLockSession(BaseLockSession):
         """Open the lock connection, refuse a pooler, and LISTEN for wake-ups."""
         self.close()
         conninfo = libpq_conninfo(self.url)
+        extra = {"options": self.options} if self.options else {}
         conn = psycopg.connect(conninfo, autocommit=True, application_name=self.name,
-                               **KEEPALIVE)
+                               **KEEPALIVE, **extra)
         try:
             check_direct_connection(conn, conninfo)
             conn.execute(f"LISTEN {WAKE_CHANNEL}")

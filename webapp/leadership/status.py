@@ -23,7 +23,7 @@ from .keys import KEYS, SchedulerKey
 
 HISTORY_SIZE = 50
 LOOKBACK = 10  # extra events read per key to find when the oldest shown terms began
-ENDS = ("released", "lost", "evicted")
+ENDS = ("released", "lost", "evicted", "ended")
 
 
 @dataclass

@@ -1,10 +1,15 @@
 """The publish key's tick: publish due posts, unpublish expired ones (the writes are in posts)."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .. import posts
 from ..leadership.keys import PUBLISH
 from .work import record_work
+
+# Due posts that this tick could not take are row-locked by another transaction (a frozen
+# or evicted process's; the server ends it within DB_IDLE_IN_TRANSACTION_SECONDS): look
+# again a little later instead of spinning on the same past publish_at.
+LOCKED_RETRY = timedelta(seconds=0.25)
 
 
 def tick(now: datetime, instance: str = "") -> datetime | None:
@@ -16,4 +21,7 @@ def tick(now: datetime, instance: str = "") -> datetime | None:
                                         f"unpublished {len(unpublished)}")
     if posts.BATCH_SIZE in (len(published), len(unpublished)):
         return now  # a backlog: come straight back for the next batch
-    return posts.next_due()
+    upcoming = posts.next_due()
+    if upcoming is not None and upcoming <= now and not (published or unpublished):
+        return now + LOCKED_RETRY
+    return upcoming

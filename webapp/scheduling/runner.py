@@ -1,4 +1,4 @@
-"""The scheduler thread: the only module that sleeps or starts threads.
+"""The scheduler thread: leadership kept up to date and the ticks of the keys it leads.
 
 One thread per worker process. It keeps the process's leadership up to date
 (polling as a follower, heartbeating as a leader), runs the tick of every key
@@ -7,22 +7,21 @@ a NOTIFY wakes it.
 """
 
 import logging
-import os
 import random
 import threading
 import time
 
-import click
 import psycopg
 from flask import Flask
 
 from ..budget import check_connection_budget
-from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url
+from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url, server_options
 from ..extensions import db
 from ..leadership import lock_session
 from ..leadership.base import LockUnavailable
 from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
+from ..models import LeaderEvent
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
 from .work import record_work
@@ -32,6 +31,7 @@ log = logging.getLogger("soloist.scheduler")
 IDLE_RECHECK_PG = 10.0  # NOTIFY wakes us sooner; this only bounds a missed one
 IDLE_RECHECK_SQLITE = 0.5  # no NOTIFY in SQLite mode
 TICK_ERROR_RETRY = 5.0
+LOOP_ERROR_MAX = 5.0  # longest back-off after the loop itself failed
 MAX_DEFER = 2.0  # longest a publish backlog keeps the other keys' ticks waiting
 DRAIN_SECONDS = 10.0  # well inside gunicorn's graceful_timeout (25 s) minus the hand-over
 DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
@@ -40,10 +40,15 @@ DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
 class Scheduler:
     """Leadership plus the ticks of the keys this process leads."""
 
-    def __init__(self, app: Flask, locks=None) -> None:
+    def __init__(self, app: Flask, locks=None, tick_app: Flask | None = None) -> None:
         cfg = app.config
         self.app = app
-        self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"])
+        # the ticks' own connections (scheduler_app), so they never wait behind web requests;
+        # plugin code runs on the web app's (webapp.scheduling.workers)
+        self.tick_app = tick_app or app
+        self.tick_app.extensions["soloist.plugin_app"] = app
+        self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
+                                           server_options(cfg))
         self.leadership = Leadership(
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
         )
@@ -61,11 +66,31 @@ class Scheduler:
         self.thread: threading.Thread | None = None
         self.pool = (cfg["DB_POOL_SIZE"], cfg["DB_MAX_OVERFLOW"])
         self.budget_checked = sqlite
+        self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
+        self.failures = 0  # failed loop iterations in a row
 
     @property
     def alive(self) -> bool:
         """Return whether the scheduler thread is running."""
         return self.thread is not None and self.thread.is_alive()
+
+    def problems(self) -> list[str]:
+        """Say what keeps this process's scheduler from leading, for /readyz."""
+        found = []
+        if not self.alive and not self._stopping.is_set():
+            found.append("scheduler thread is not running")
+        down = self.leadership.offline_for()
+        if down > self.stale_seconds:
+            found.append(f"lock session down for {down:.0f} s")
+        return found
+
+    def request_stop(self) -> None:
+        """Hand leadership over as soon as the unit of work in hand is done (SIGTERM).
+
+        Safe in a signal handler: it sets a flag and writes a byte; the thread does the rest.
+        """
+        self._stopping.set()
+        self.waiter.interrupt()
 
     def start(self) -> None:
         """Start the scheduler thread."""
@@ -74,8 +99,7 @@ class Scheduler:
 
     def stop(self, timeout: float = 20.0) -> bool:
         """Finish the unit of work in hand, hand leadership over, and stop."""
-        self._stopping.set()
-        self.waiter.interrupt()
+        self.request_stop()
         if self.thread is not None:
             self.thread.join(timeout)
             if self.thread.is_alive():
@@ -90,12 +114,19 @@ class Scheduler:
         while not self._stopping.is_set():
             try:
                 delay = self.step()
-            except Exception:  # the thread must outlive any one bad step
-                log.exception("scheduler step failed")
-                delay = 1.0
-            if not self._stopping.is_set():
-                self.wait(delay)
+                if not self._stopping.is_set():
+                    self.wait(delay)
+                self.failures = 0
+            except Exception:  # nothing may end this thread: log the first failure, back off
+                self._failed()
         self.shutdown()
+
+    def _failed(self) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            log.exception("scheduler loop failed; retrying with back-off")
+        delay = min(LOOP_ERROR_MAX, 0.1 * 2 ** self.failures) * random.uniform(0.5, 1.0)
+        self._stopping.wait(delay)  # stop() still ends the back-off at once
 
     def shutdown(self) -> None:
         """Release every key (recorded, with NOTIFY) and close the lock session."""
@@ -109,6 +140,9 @@ class Scheduler:
         if not workers.drain(DRAIN_SECONDS):
             log.warning("plugin runs still in flight after %.0f s; the next leader will "
                         "time them out", DRAIN_SECONDS)
+        if self.tick_app is not self.app:
+            with self.tick_app.app_context():
+                db.engine.dispose()  # the ticks' own connections end with the thread
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:
@@ -116,7 +150,7 @@ class Scheduler:
         try:
             notes = self.waiter.wait(self.locks, delay)
         except DB_ERRORS as exc:
-            self.leadership.lose_all(f"lock connection failed while waiting: {exc}")
+            self._lose_all(f"lock connection failed while waiting: {exc}")
             return
         now = time.monotonic()
         for note in notes:
@@ -128,15 +162,43 @@ class Scheduler:
     def step(self) -> float:
         """Do what is due now; return seconds until the next thing to do."""
         if not self.leadership.ensure_connected():
+            self._record_pending()
             return max(self.leadership.retry_in(), RECONNECT_MIN)
         try:
             self._check_budget_once()
             self._follow()
             self._lead()
         except DB_ERRORS as exc:
-            self.leadership.lose_all(f"lock connection failed: {exc}")
+            self._lose_all(f"lock connection failed: {exc}")
             return RECONNECT_MIN
+        if self.leadership.pending:  # a verify found its keys gone
+            self._record_pending()
         return self._sleep_for()
+
+    def _lose_all(self, reason: str) -> None:
+        self.leadership.lose_all(reason)
+        self._record_pending()
+
+    def _record_pending(self) -> None:
+        """Write lost-leadership events now, through the ticks' connections.
+
+        The lock session is down, but the database may well be up: the history should say
+        "lost" now, not at the next reconnect. If it is down too, they wait for it.
+        """
+        pending = self.leadership.take_pending()
+        if not pending:
+            return
+        with self.tick_app.app_context():
+            try:
+                db.session.add_all(
+                    LeaderEvent(key=key, kind=kind, term=term, holder=holder, detail=detail,
+                                at=at) for key, kind, term, holder, detail, at in pending)
+                db.session.commit()
+            except Exception:  # the database is away as well: the lock session writes later
+                db.session.rollback()
+                self.leadership.pending[:0] = pending
+            finally:
+                db.session.remove()
 
     def _check_budget_once(self) -> None:
         if not self.budget_checked:
@@ -192,7 +254,7 @@ class Scheduler:
     def _tick(self, key: int) -> None:
         started = time.monotonic()
         now = self.leadership.db_now
-        with self.app.app_context():
+        with self.tick_app.app_context():
             try:
                 upcoming = self.ticks[key](now, self.locks.name)
             except Exception as exc:  # one failed tick must not stop the scheduler
@@ -226,49 +288,3 @@ class Scheduler:
             moments.extend(self.due.get(k, now) for k in self.leadership.held)
         moments.extend(t for t in self.leadership.cooldown.values() if t > now)
         return max(0.0, min(moments) - now)
-
-
-_current: Scheduler | None = None
-_current_pid: int | None = None
-
-
-def start(app: Flask) -> Scheduler | None:
-    """Start this process's scheduler (once per process) unless it is disabled."""
-    global _current, _current_pid
-    if not app.config.get("SCHEDULER_ENABLED", True):
-        log.info("scheduler disabled by SCHEDULER_ENABLED")
-        return None
-    if _current is not None and _current_pid == os.getpid() and _current.alive:
-        return _current
-    _current, _current_pid = Scheduler(app), os.getpid()
-    _current.start()
-    return _current
-
-
-def stop(timeout: float = 20.0) -> bool:
-    """Stop this process's scheduler, handing its keys over."""
-    if _current is None or _current_pid != os.getpid():
-        return True
-    return _current.stop(timeout)
-
-
-def current() -> Scheduler | None:
-    """Return this process's running scheduler, if any."""
-    return _current if _current_pid == os.getpid() else None
-
-
-def init_app(app: Flask) -> None:
-    """Start a scheduler when the app is served by `flask run` (one process)."""
-    if _launched_by_flask_run(app):
-        start(app)
-
-
-def _launched_by_flask_run(app: Flask) -> bool:
-    ctx = click.get_current_context(silent=True)
-    if ctx is None or ctx.info_name != "run":
-        return False
-    reload = ctx.params.get("reload")
-    if reload is None:
-        reload = app.debug
-    # With the reloader the parent only watches files; the child serves.
-    return not reload or os.environ.get("WERKZEUG_RUN_MAIN") == "true"

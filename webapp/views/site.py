@@ -4,7 +4,7 @@ from flask import Blueprint, Response, abort, jsonify, render_template, request
 
 from .. import markdown, posts
 from ..db import ping
-from ..scheduling import runner
+from ..scheduling import process
 
 bp = Blueprint("site", __name__)
 
@@ -50,9 +50,9 @@ def healthz():
 def readyz():
     """Answer 200 when the database is reachable and this process's scheduler runs."""
     problems = [problem] if (problem := ping()) else []
-    scheduler = runner.current()
-    if scheduler is not None and not scheduler.alive:
-        problems.append("scheduler thread is not running")
+    scheduler = process.current()
+    if scheduler is not None:
+        problems.extend(scheduler.problems())
     if problems:
         return jsonify(status="unavailable", problems=problems), 503
     return jsonify(status="ok", scheduler=bool(scheduler and scheduler.alive))

@@ -1,0 +1,73 @@
+"""This process's one scheduler: started after the fork, stopped at exit, told of SIGTERM.
+
+gunicorn calls start() in post_worker_init and stop() in worker_exit; `flask run`
+starts it through init_app(). request_stop() is what a SIGTERM handler calls.
+"""
+
+import logging
+import os
+from collections.abc import Callable
+
+import click
+from flask import Flask
+
+from .runner import Scheduler
+
+log = logging.getLogger("soloist.scheduler")
+
+_current: Scheduler | None = None
+_current_pid: int | None = None
+
+
+def start(app: Flask, make_tick_app: Callable[[], Flask] | None = None) -> Scheduler | None:
+    """Start this process's scheduler (once per process) unless it is disabled.
+
+    make_tick_app builds the app whose connections the ticks use (webapp.scheduler_app).
+    """
+    global _current, _current_pid
+    if not app.config.get("SCHEDULER_ENABLED", True):
+        log.info("scheduler disabled by SCHEDULER_ENABLED")
+        return None
+    if _current is not None and _current_pid == os.getpid() and _current.alive:
+        return _current
+    tick_app = make_tick_app() if make_tick_app else None
+    _current, _current_pid = Scheduler(app, tick_app=tick_app), os.getpid()
+    _current.start()
+    return _current
+
+
+def request_stop() -> None:
+    """Start handing this process's keys over at once (from a SIGTERM handler)."""
+    if _current is not None and _current_pid == os.getpid():
+        _current.request_stop()
+
+
+def stop(timeout: float = 20.0) -> bool:
+    """Stop this process's scheduler, handing its keys over; it is not current any more."""
+    global _current
+    if _current is None or _current_pid != os.getpid():
+        return True
+    stopped, _current = _current, None
+    return stopped.stop(timeout)
+
+
+def current() -> Scheduler | None:
+    """Return this process's running scheduler, if any."""
+    return _current if _current_pid == os.getpid() else None
+
+
+def init_app(app: Flask, make_tick_app: Callable[[], Flask] | None = None) -> None:
+    """Start a scheduler when the app is served by `flask run` (one process)."""
+    if _launched_by_flask_run(app):
+        start(app, make_tick_app)
+
+
+def _launched_by_flask_run(app: Flask) -> bool:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.info_name != "run":
+        return False
+    reload = ctx.params.get("reload")
+    if reload is None:
+        reload = app.debug
+    # With the reloader the parent only watches files; the child serves.
+    return not reload or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
