@@ -3,6 +3,8 @@ from logging.config import fileConfig
 
 from flask import current_app
 
+from webapp.db import is_sqlite_dialect
+
 from alembic import context
 
 # this is the Alembic Config object, which provides
@@ -88,6 +90,11 @@ def run_migrations_online():
     connectable = get_engine()
 
     with connectable.connect() as connection:
+        if not is_sqlite_dialect(connection.dialect):
+            # the app bounds every statement; a migration of a big table may take longer
+            connection.exec_driver_sql("SET statement_timeout = 0")
+            connection.exec_driver_sql("SET idle_in_transaction_session_timeout = 0")
+            connection.commit()
         context.configure(
             connection=connection,
             target_metadata=get_metadata(),

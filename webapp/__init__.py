@@ -51,7 +51,7 @@ def configure_database(app: Flask) -> None:
         # the scheduler thread uses one connection at a time; the web pool is sized by ops
         sched = app.config["DB_ROLE"] == "sched"
         options.setdefault("pool_size", 1 if sched else app.config["DB_POOL_SIZE"])
-        options.setdefault("max_overflow", 1 if sched else app.config["DB_MAX_OVERFLOW"])
+        options.setdefault("max_overflow", 0 if sched else app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
         options.setdefault("pool_timeout", 5 if sched else 10)
         options.setdefault("connect_args", pg_connect_args(app.config, app.config["DB_ROLE"]))

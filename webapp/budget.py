@@ -13,9 +13,12 @@ SELECT current_setting('max_connections')::int,
 """
 
 
+SCHEDULER_CONNECTIONS = 1  # the ticks' own pool (webapp.scheduler_app)
+
+
 def per_process(pool_size: int, max_overflow: int) -> int:
-    """Return the connections one worker process may open: its lock session plus its pool."""
-    return 1 + pool_size + max_overflow
+    """Return the connections one worker process may open: lock, scheduler, web pool."""
+    return 1 + SCHEDULER_CONNECTIONS + pool_size + max_overflow
 
 
 def check_connection_budget(locks, pool_size: int, max_overflow: int) -> str | None:
@@ -29,7 +32,8 @@ def check_connection_budget(locks, pool_size: int, max_overflow: int) -> str | N
         message = (f"only {usable - in_use} of {usable} database connections are free and one "
                    f"more worker needs up to {need}")
     elif fleet > usable:
-        message = (f"{processes} worker processes x (1 lock + {pool_size} pool + {max_overflow} "
+        message = (f"{processes} worker processes x (1 lock + 1 scheduler + {pool_size} pool + "
+                   f"{max_overflow} "
                    f"overflow) = {fleet} connections at peak, but max_connections leaves "
                    f"{usable}")
     if message:
