@@ -6,6 +6,7 @@ looking at the dialect itself.
 """
 
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -131,7 +132,19 @@ def sqlite_path(url: str) -> Path:
 
 
 def enable_sqlite_pragmas(engine: Engine) -> None:
-    """Use WAL and a busy timeout so several workers share one file without errors."""
+    """Use WAL, a busy timeout and real transactions so workers share one file safely.
+
+    pysqlite opens a transaction only before a statement that starts with INSERT,
+    UPDATE, DELETE or REPLACE: a `WITH … UPDATE` committed on its own, and a
+    failure after it left half a write. So the driver's own BEGIN is switched off
+    (SQLAlchemy's pysqlite recipe) and we emit BEGIN IMMEDIATE before the first
+    statement of a transaction that writes or locks; COMMIT and ROLLBACK stay the
+    driver's. Plain reads before it run on their own, as before: a page view never
+    takes the one write lock, and a transaction never has to upgrade a read
+    snapshot to a write, which SQLite refuses at once ("database is locked", no
+    busy wait) once another worker has written. A writer instead waits its turn
+    for the lock, up to the busy timeout.
+    """
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: object, _record: object) -> None:
@@ -140,3 +153,29 @@ def enable_sqlite_pragmas(engine: Engine) -> None:
         cursor.execute("PRAGMA busy_timeout=15000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        dbapi_connection.isolation_level = None  # we say when a transaction begins
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _begin_before_writing(conn: sa.Connection, cursor: object, statement: str,
+                              _parameters: object, context: object, _many: bool) -> None:
+        dbapi_connection = cursor.connection
+        if dbapi_connection.in_transaction or not _writes_or_locks(statement, context):
+            return
+        if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            dbapi_connection.execute("BEGIN IMMEDIATE")
+
+
+_PLAIN_READ = re.compile(r"[\s(]*(SELECT|PRAGMA|EXPLAIN)\b", re.IGNORECASE)
+
+
+def _writes_or_locks(statement: str, context: object) -> bool:
+    """Return whether a statement must run inside a write transaction on SQLite.
+
+    A SELECT … FOR UPDATE counts: SQLite has no row locks, its one lock is the write lock.
+    """
+    if context.isinsert or context.isupdate or context.isdelete:
+        return True  # WITH … UPDATE included
+    query = getattr(context.compiled, "statement", None)
+    if isinstance(query, sa.sql.selectable.GenerativeSelect):
+        return query._for_update_arg is not None
+    return not _PLAIN_READ.match(statement)  # DDL, SAVEPOINT, raw SQL other than a read
