@@ -16,6 +16,8 @@ class PluginState(db.Model):
 
     name: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     enabled: Mapped[bool] = mapped_column(default=True)
+    # why Soloist switched it off itself (too many hung calls); shown on the Plugins page
+    paused_reason: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -48,6 +50,9 @@ class HookDelivery(db.Model):
     attempts: Mapped[int] = mapped_column(default=0)
     next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    claim: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
+    claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the hook call began
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

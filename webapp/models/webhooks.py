@@ -21,6 +21,12 @@ class WebhookEndpoint(db.Model):
     secret: Mapped[str] = mapped_column(sa.String(200))
     active: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # a failing endpoint: its failed attempts in a row, the last error, and when it may be
+    # tried again (its own back-off, so a dead receiver is never tried faster)
+    failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    last_error: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
     def __repr__(self) -> str:  # never the secret
         return f"<WebhookEndpoint {self.id} {self.url}>"
@@ -47,6 +53,9 @@ class WebhookDelivery(db.Model):
     attempts: Mapped[int] = mapped_column(default=0)
     next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the sender's claim: only the claim's own writes count (a stale sender changes nothing)
+    claim: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
+    claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     response_status: Mapped[int | None]
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")
