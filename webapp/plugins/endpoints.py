@@ -15,7 +15,7 @@ from ..db import database_now
 from ..extensions import db
 from ..models import Timer, WebhookDelivery, WebhookEndpoint
 from .base import TOPIC_HOOKS, ValidationError
-from .net import UnsafeURL, resolve, split_url
+from .net import UnsafeURL, encode_url, resolve
 
 TOPICS = tuple(TOPIC_HOOKS)
 MIN_SECRET = 16
@@ -32,7 +32,7 @@ def new_secret() -> str:
 
 
 def check_url(url: str, allow_private: bool | None = None) -> str:
-    """Return url if it is http(s) and resolves only to allowed addresses; raise WebhookError."""
+    """Return url in plain ASCII if it is http(s) and resolves only to allowed addresses."""
     url = (url or "").strip()
     if allow_private is None:
         allow_private = current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)
@@ -41,7 +41,9 @@ def check_url(url: str, allow_private: bool | None = None) -> str:
     if len(url) > 2000:
         raise WebhookError({"url": "That URL is too long (2000 characters at most)."})
     try:
-        split_url(url)
+        url = encode_url(url)
+        if len(url) > 2000:
+            raise UnsafeURL("That URL is too long once encoded (2000 characters at most).")
         resolve(url, allow_private)
     except UnsafeURL as exc:
         raise WebhookError({"url": str(exc)}) from None

@@ -3,16 +3,34 @@
 The host is resolved once and every address it resolves to must be public
 (unless WEBHOOK_ALLOW_PRIVATE); the connection then goes to those very addresses,
 so a DNS answer that changes between the check and the request cannot point a
-delivery at the internal network. Redirects are not followed.
+delivery at the internal network. Addresses that carry IPv4 (mapped, 6to4, NAT64) are
+judged by the IPv4 address they reach. Redirects are not followed.
+
+URLs are stored plain ASCII (`encode_url`): hosts in their IDNA 2008 form (UTS 46
+mapping, as browsers do; the stdlib codec is IDNA 2003, which turns faß.de into fass.de,
+another site), paths, queries and fragments percent-encoded as RFC 3986 asks.
 """
 
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import idna
 
 MAX_RESPONSE = 64 * 1024
+# RFC 3986 3.3-3.5: what may stand unescaped in a path, query or fragment ("%" only to
+# start an escape)
+URL_SAFE = "-._~!$&'()*+,;=:@/?%"
+LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# special-purpose blocks that reach private space whatever the ipaddress module calls them
+SPECIAL = ((ipaddress.ip_network("2001::/32"), "a Teredo"),
+           (ipaddress.ip_network("64:ff9b:1::/48"), "a local-use NAT64"),
+           (ipaddress.ip_network("192.0.0.0/24"), "an IETF protocol"),
+           (ipaddress.ip_network("192.88.99.0/24"), "a 6to4 relay"))
 
 
 class UnsafeURL(ValueError):
@@ -35,17 +53,61 @@ def split_url(url: str):
     return parts, port or (443 if parts.scheme == "https" else 80)
 
 
-def refusal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    """Return why an address is not public, or None when it is."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
+def _ascii_host(host: str) -> str:
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except UnicodeError as exc:  # idna.IDNAError is one
+        raise UnsafeURL(f"The host {host} is not a valid internationalised domain name "
+                        f"({exc}); if it is registered, type its xn-- form.") from None
+
+
+def _escape(text: str) -> str:
+    return quote(LONE_PERCENT.sub("%25", text), safe=URL_SAFE)
+
+
+def encode_url(url: str) -> str:
+    """Return url as plain ASCII: IDNA host, percent-encoded path, query and fragment."""
+    parts, _ = split_url(url)
+    netloc = parts.netloc
+    if not netloc.isascii():  # credentials are refused, so this is the host
+        netloc = _ascii_host(parts.hostname)
+        netloc += f":{parts.port}" if parts.port is not None else ""
+    try:
+        rest = [_escape(part) for part in (parts.path, parts.query, parts.fragment)]
+    except UnicodeError:  # lone surrogates
+        raise UnsafeURL("This is not a valid URL.") from None
+    return urlunsplit((parts.scheme, netloc, *rest))
+
+
+def _embedded(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
+    """Return the IPv4 address an IPv6 address reaches (mapped, 6to4, NAT64), or None."""
+    if address.version == 4:
+        return None
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    return address.ipv4_mapped or address.sixtofour
+
+
+def _kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    for network, word in SPECIAL:
+        if address in network:
+            return word
     checks = (("loopback", "a loopback"), ("link_local", "a link-local"),
               ("private", "a private"), ("unspecified", "an unspecified"),
               ("multicast", "a multicast"), ("reserved", "a reserved"))
     for attribute, word in checks:
         if getattr(address, f"is_{attribute}"):
-            return f"{word} address ({address})"
-    return None if address.is_global else f"a non-public address ({address})"
+            return word
+    return None if address.is_global else "a non-public"
+
+
+def refusal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Return why an address is not public, or None when it is."""
+    inner = _embedded(address)
+    word = _kind(address if inner is None else inner)
+    if word is None:
+        return None
+    return f"{word} address ({'' if inner is None else f'{inner} inside '}{address})"
 
 
 def resolve(url: str, allow_private: bool) -> list[str]:
@@ -99,6 +161,7 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float,
          allow_private: bool) -> int:
     """POST body to url (checked first) and return the response status."""
+    url = encode_url(url)  # endpoints stored before URLs were encoded at creation
     parts, port = split_url(url)
     addresses = resolve(url, allow_private)
     kind = _PinnedHTTPS if parts.scheme == "https" else _PinnedHTTP
