@@ -3,12 +3,17 @@
 The plugin leader fans each new post.published / post.unpublished event out to
 one hook_deliveries row per enabled plugin with that hook (UNIQUE per plugin and
 event, so two leaders cannot double it) and marks the event processed in the
-same transaction. Rows are then claimed in batches and run in a worker thread;
-a failed hook is retried with backoff, and a claim whose worker vanished is
-taken again after a lease, so a hook may see an event twice but never zero times.
+same transaction (the webhooks plugin's deliveries are written there too).
+Rows are then claimed in batches, with a claim token and the leader's term, and
+run in a worker thread that holds no transaction while plugin code runs. Every
+write is fenced by the claim: a new term takes the previous terms' unfinished
+claims at once, and a stale worker's late write changes nothing. A call past its
+maximum runtime is recorded as timed out and retried; the count of attempts is
+kept, and past the limit the delivery is failed and shown.
 """
 
 import logging
+import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -25,17 +30,34 @@ log = logging.getLogger("soloist.plugins.hooks")
 
 FAN_OUT_BATCH = 500
 CLAIM_BATCH = 50
-LEASE = timedelta(minutes=5)
 MAX_ATTEMPTS = 10
 RETRY_BASE_SECONDS = 5.0
 RETRY_MAX_SECONDS = 3600.0
+TIMEOUT_SECONDS = 30.0  # a hook call's maximum runtime (HOOK_TIMEOUT_SECONDS)
 
 
-def fan_out(now: datetime) -> int:
-    """Turn unprocessed outbox events into hook deliveries; return how many events."""
+def _setting(name: str, default: float) -> float:
+    return float(current_app.config.get(name, default))
+
+
+def timeout() -> timedelta:
+    """Return a hook call's maximum runtime."""
+    return timedelta(seconds=_setting("HOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS))
+
+
+def new_claim() -> str:
+    """Return a fresh claim token."""
+    return secrets.token_hex(16)
+
+
+def fan_out(now: datetime, also: Callable[[list], None] | None = None) -> int:
+    """Turn unprocessed outbox events into hook deliveries; return how many events.
+
+    also(events) adds more rows for the same (id, topic) events in the same transaction.
+    """
     hooked = {name: set(p.hooks) for name, p in registry.enabled_plugins().items() if p.hooks}
     events = db.session.execute(for_update_skip_locked(
-        sa.select(OutboxEvent.id, OutboxEvent.topic)
+        sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at)
         .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS))
         .order_by(OutboxEvent.id).limit(FAN_OUT_BATCH))).all()
     if not events:
@@ -44,88 +66,139 @@ def fan_out(now: datetime) -> int:
     rows = [{"plugin": name, "hook": TOPIC_HOOKS[topic], "event_id": event_id,
              "status": "pending", "attempts": 0, "next_attempt_at": now, "instance": "",
              "last_error": "", "created_at": now}
-            for event_id, topic in events
+            for event_id, topic, *_ in events
             for name, hooks in hooked.items() if TOPIC_HOOKS[topic] in hooks]
     if rows:
         db.session.execute(insert_ignoring_conflicts(HookDelivery, ["plugin", "event_id"]), rows)
+    if also is not None:
+        also(events)
     db.session.execute(sa.update(OutboxEvent).where(OutboxEvent.id.in_([e[0] for e in events]))
                        .values(processed_at=now))
     db.session.commit()
     return len(events)
 
 
-def _claimable(now: datetime):
+def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
+    lease = now - timeout() - timedelta(seconds=30)  # a worker that vanished in this term
     return sa.or_(
         sa.and_(HookDelivery.status == "pending", HookDelivery.next_attempt_at <= now),
-        sa.and_(HookDelivery.status == "running", HookDelivery.claimed_at < now - LEASE),
+        sa.and_(HookDelivery.status == "running",
+                sa.or_(HookDelivery.claimed_term < term, HookDelivery.claimed_at < lease)),
     )
 
 
-def claim(plugin: str, now: datetime, instance: str) -> list[int]:
-    """Claim a batch of due deliveries for one plugin; return their ids."""
+def claim(plugin: str, now: datetime, instance: str, term: int = 0) -> tuple[str, list[int]]:
+    """Claim a batch of due deliveries for one plugin; return the claim and their ids."""
     ids = list(db.session.scalars(for_update_skip_locked(
-        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, _claimable(now))
+        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, _claimable(now, term))
         .order_by(HookDelivery.id).limit(CLAIM_BATCH))))
     if not ids:
         db.session.rollback()
-        return []
+        return "", []
+    token = new_claim()
     claimed = list(db.session.scalars(
         sa.update(HookDelivery)
-        .where(HookDelivery.id.in_(ids), _claimable(now))
-        .values(status="running", claimed_at=now, instance=instance[:200])
+        .where(HookDelivery.id.in_(ids), _claimable(now, term))
+        .values(status="running", claimed_at=now, instance=instance[:200], claim=token,
+                claimed_term=term, started_at=None)
         .returning(HookDelivery.id)))
     db.session.commit()
-    return sorted(claimed)
+    return token, sorted(claimed)
 
 
-def plugins_with_due_work(now: datetime) -> list[str]:
+def plugins_with_due_work(now: datetime, term: int = 0) -> list[str]:
     """Return the enabled plugins that have hook deliveries to run now."""
     names = set(db.session.scalars(
-        sa.select(HookDelivery.plugin).where(_claimable(now)).distinct()))
+        sa.select(HookDelivery.plugin).where(_claimable(now, term)).distinct()))
     db.session.rollback()
     return sorted(names & set(registry.enabled_plugins()))
 
 
-def run_batch(plugin_name: str, ids: list[int], now: Callable[[], datetime]) -> None:
+def _fenced(delivery_id: int, token: str) -> sa.Update:
+    return sa.update(HookDelivery).where(HookDelivery.id == delivery_id,
+                                         HookDelivery.claim == token,
+                                         HookDelivery.status == "running")
+
+
+def _start(delivery_id: int, token: str, at: datetime) -> HookEvent | None:
+    """Mark the call started (an attempt) and load its event; None if the claim is gone."""
+    started = db.session.execute(_fenced(delivery_id, token).values(
+        started_at=at, attempts=HookDelivery.attempts + 1)).rowcount
+    db.session.commit()
+    if not started:
+        return None
+    event = db.session.scalar(
+        sa.select(OutboxEvent).join(HookDelivery, HookDelivery.event_id == OutboxEvent.id)
+        .where(HookDelivery.id == delivery_id))
+    found = event and HookEvent(event.id, event.topic, event.post_id, dict(event.payload or {}),
+                                event.created_at)
+    db.session.rollback()  # plugin code runs with no transaction and no connection held
+    return found
+
+
+def run_batch(plugin_name: str, ids: list[int], now: Callable[[], datetime],
+              token: str = "") -> None:
     """Call the plugin's hooks for the claimed deliveries, recording each outcome."""
     plugin = registry.plugins().get(plugin_name)
     for delivery_id in ids:
-        delivery = db.session.get(HookDelivery, delivery_id)
-        event = delivery and db.session.get(OutboxEvent, delivery.event_id)
-        db.session.rollback()
+        hook = db.session.scalar(sa.select(HookDelivery.hook).where(
+            HookDelivery.id == delivery_id))
+        event = _start(delivery_id, token, now())
         if event is None:
-            continue  # trimmed meanwhile
+            return  # the claim was taken over (a new term, or timed out): stop here
         try:
-            if plugin is None or delivery.hook not in plugin.hooks:
-                raise LookupError(f"plugin {plugin_name} has no {delivery.hook} hook loaded")
-            plugin.hooks[delivery.hook](HookEvent(event.id, event.topic, event.post_id,
-                                                  dict(event.payload or {}), event.created_at))
+            if plugin is None or hook not in plugin.hooks:
+                raise LookupError(f"plugin {plugin_name} has no {hook} hook loaded")
+            plugin.hooks[hook](event)
         except Exception as exc:  # a failing hook is retried, never fatal
             db.session.rollback()
-            log.warning("hook %s.%s failed for event %s: %s", plugin_name, delivery.hook,
-                        event.id, exc)
-            _failed(delivery_id, f"{type(exc).__name__}: {exc}", now())
+            log.warning("hook %s.%s failed for event %s: %s", plugin_name, hook, event.id, exc)
+            _failed(delivery_id, token, f"{type(exc).__name__}: {exc}", now())
         else:
-            _done(delivery_id, now())
+            _done(delivery_id, token, now())
 
 
-def _done(delivery_id: int, at: datetime) -> None:
-    db.session.execute(sa.update(HookDelivery).where(HookDelivery.id == delivery_id).values(
-        status="done", done_at=at, attempts=HookDelivery.attempts + 1, last_error=""))
+def _done(delivery_id: int, token: str, at: datetime) -> None:
+    db.session.execute(_fenced(delivery_id, token).values(
+        status="done", done_at=at, last_error="", claim=""))
     db.session.commit()
 
 
-def _failed(delivery_id: int, error: str, at: datetime) -> None:
-    delivery = db.session.get(HookDelivery, delivery_id)
-    delivery.attempts += 1
-    delivery.last_error = error[:500]
-    if delivery.attempts >= current_app.config.get("HOOK_MAX_ATTEMPTS", MAX_ATTEMPTS):
-        delivery.status = "failed"
+def _failed(delivery_id: int, token: str, error: str, at: datetime) -> bool:
+    """Record a failed attempt: retry with back-off, or fail past the limit (fenced)."""
+    attempts = db.session.scalar(sa.select(HookDelivery.attempts).where(
+        HookDelivery.id == delivery_id)) or 0
+    values = {"last_error": error[:500], "claim": "", "started_at": None}
+    if attempts >= int(_setting("HOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
+        values["status"] = "failed"
     else:
-        delivery.status = "pending"
-        delivery.next_attempt_at = at + backoff(delivery.attempts, current_app.config.get(
-            "HOOK_RETRY_SECONDS", RETRY_BASE_SECONDS))
+        values["status"] = "pending"
+        values["next_attempt_at"] = at + backoff(attempts, _setting("HOOK_RETRY_SECONDS",
+                                                                    RETRY_BASE_SECONDS))
+    done = db.session.execute(_fenced(delivery_id, token).values(**values)).rowcount
     db.session.commit()
+    return bool(done)
+
+
+def expire(now: datetime) -> list[str]:
+    """Record hook calls past their maximum runtime as timed out; return their plugins.
+
+    The rest of a timed-out batch goes back to pending without an attempt counted.
+    """
+    late = db.session.execute(sa.select(HookDelivery.id, HookDelivery.claim, HookDelivery.plugin)
+                              .where(HookDelivery.status == "running",
+                                     HookDelivery.started_at < now - timeout())).all()
+    db.session.rollback()
+    plugins = []
+    limit = timeout().total_seconds()
+    for delivery_id, token, plugin in late:
+        if _failed(delivery_id, token, f"Timed out: the hook ran past {limit:g} s.", now):
+            db.session.execute(sa.update(HookDelivery).where(
+                HookDelivery.claim == token, HookDelivery.status == "running",
+                HookDelivery.started_at.is_(None)).values(status="pending", claim=""))
+            db.session.commit()
+            plugins.append(plugin)
+    return plugins
 
 
 def backoff(attempts: int, base: float) -> timedelta:
@@ -134,16 +207,16 @@ def backoff(attempts: int, base: float) -> timedelta:
 
 
 def next_due(now: datetime, enabled: set[str]) -> datetime | None:
-    """Return when hook work is next due: now when events wait, else the next retry."""
+    """Return when hook work is next due: now when events wait, else a retry or a timeout."""
     waiting = db.session.scalar(sa.select(OutboxEvent.id).where(
         OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS)).limit(1))
     mine = HookDelivery.plugin.in_(enabled)
     retry = db.session.scalar(sa.select(sa.func.min(HookDelivery.next_attempt_at)).where(
         HookDelivery.status == "pending", mine))
-    lease = db.session.scalar(sa.select(sa.func.min(HookDelivery.claimed_at)).where(
+    started = db.session.scalar(sa.select(sa.func.min(HookDelivery.started_at)).where(
         HookDelivery.status == "running", mine))
     db.session.rollback()
-    times = [t for t in (retry, lease and lease + LEASE) if t is not None]
+    times = [t for t in (retry, started and started + timeout()) if t is not None]
     if waiting is not None:
         times.append(now)
     return min(times) if times else None

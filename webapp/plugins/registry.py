@@ -122,15 +122,25 @@ def enabled_plugins() -> dict[str, Plugin]:
     return {name: p for name, p in plugins().items() if name not in off}
 
 
-def set_enabled(name: str, enabled: bool) -> None:
-    """Switch a plugin on or off (its timers wait and its hooks get no new events while off)."""
+def set_enabled(name: str, enabled: bool, reason: str = "") -> None:
+    """Switch a plugin on or off (its timers wait and its hooks get no new events while off).
+
+    reason says why Soloist switched it off itself; switching it on clears it.
+    """
     state = db.session.get(PluginState, name)
     if state is None:
         state = PluginState(name=name)
         db.session.add(state)
     state.enabled = enabled
+    state.paused_reason = "" if enabled else reason[:500]
     state.updated_at = utcnow()
     db.session.commit()
+
+
+def paused_reasons() -> dict[str, str]:
+    """Return why Soloist paused plugins itself, by name."""
+    return dict(db.session.execute(sa.select(PluginState.name, PluginState.paused_reason).where(
+        ~PluginState.enabled, PluginState.paused_reason != "")).all())
 
 
 def find_action(qualified: str, enabled_only: bool = False) -> tuple[Plugin, Action] | None:

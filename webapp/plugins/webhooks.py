@@ -1,12 +1,18 @@
 """Built-in plugin: deliver post.published / post.unpublished to admins' webhook endpoints.
 
-Its hooks queue one delivery per subscribed endpoint (UNIQUE per endpoint and
-event) with a fixed body and a delivery id that stays the same across retries,
-then try to send it at once. The `deliver` timer sends what is due again:
-failures wait base × 2^(attempt-1) before the next try, and after the last
-attempt the delivery is `failed` until an admin redelivers it. Every request
-carries X-Soloist-Event, X-Soloist-Delivery and X-Soloist-Signature
-(sha256= HMAC of the body with the endpoint's secret).
+Fan out, then send. The plugin leader writes one delivery per subscribed endpoint
+in the same transaction that marks the outbox event processed (enqueue_events),
+with a fixed body and a delivery id that stays the same across retries. Senders
+work per endpoint (send_endpoint, one worker thread each), so a slow or dead
+receiver delays only itself. Each attempt is a claim: the delivery is marked
+sending with a fresh claim token and the leader's term, and counted. Every write
+of the sender is fenced by that claim, so a stale sender (after a failover, or
+past its lease) changes nothing; a new term takes the previous terms' unfinished
+claims at once. A failed attempt waits base × 2^(attempt-1); the endpoint itself
+backs off the same way and shows its last error, so a dead receiver is never
+tried faster than its back-off; after the last attempt the delivery is `failed`
+until an admin redelivers it. Requests carry X-Soloist-Event, X-Soloist-Delivery
+and X-Soloist-Signature (sha256= HMAC of the body with the endpoint's secret).
 """
 
 import hashlib
@@ -15,7 +21,8 @@ import http.client
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -23,9 +30,10 @@ from flask import current_app
 
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
-from ..models import WebhookDelivery, WebhookEndpoint
-from .base import HookEvent, Plugin, RunContext
-from .hooks import backoff
+from ..leadership.keys import PLUGINS
+from ..models import LeaderState, WebhookDelivery, WebhookEndpoint
+from .base import Plugin, RunContext
+from .hooks import backoff, new_claim
 from .net import UnsafeURL, post
 
 log = logging.getLogger("soloist.plugins.webhooks")
@@ -33,7 +41,6 @@ log = logging.getLogger("soloist.plugins.webhooks")
 TIMEOUT_SECONDS = 10.0
 MAX_ATTEMPTS = 6
 RETRY_SECONDS = 30.0
-CLAIM_BATCH = 10
 
 plugin = Plugin("webhooks", "Webhooks",
                 "POSTs signed JSON to the endpoints admins configure when posts are "
@@ -51,93 +58,166 @@ def _setting(name: str, default: float) -> float:
     return float(current_app.config.get(name, default))
 
 
-@plugin.hook("on_publish")
-def on_publish(event: HookEvent) -> None:
-    """Queue and send this event to its endpoints."""
-    if enqueue(event):
-        deliver_due(clock(database_now()), _setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
-                    * CLAIM_BATCH, event_id=event.id)
-
-
-plugin.hook("on_unpublish")(on_publish)
-
-
 @plugin.action("deliver", help="Send the webhook deliveries that are due (retries included).")
 def deliver(ctx: RunContext) -> str:
-    counts = deliver_due(clock(ctx.started_at), max(ctx.time_left() - 30, 1.0))
+    counts = deliver_due(clock(database_now()), max(ctx.time_left() - 30, 1.0))
     return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "nothing due"
 
 
-def enqueue(event: HookEvent) -> int:
-    """Queue one delivery of event per active endpoint subscribed to it; return how many."""
-    endpoints = [e for e in db.session.scalars(
-        sa.select(WebhookEndpoint).where(WebhookEndpoint.active)) if event.topic in e.events]
-    rows = []
-    for endpoint in endpoints:
-        delivery_id = str(uuid.uuid4())
-        body = {"delivery": delivery_id, "event": event.topic, "event_id": event.id,
-                "created_at": event.created_at.isoformat(), "data": event.payload}
-        rows.append({"delivery_id": delivery_id, "endpoint_id": endpoint.id,
-                     "event_id": event.id, "topic": event.topic, "status": "pending",
-                     "body": json.dumps(body, sort_keys=True, separators=(",", ":")),
-                     "attempts": 0, "next_attempt_at": event.created_at, "last_error": "",
-                     "created_at": event.created_at})
+# -- fan out --------------------------------------------------------------------------
+
+def enqueue_events(events: Iterable) -> int:
+    """Add one delivery per active endpoint subscribed to each event (no commit).
+
+    events are outbox rows or HookEvents (id, topic, payload, created_at).
+    """
+    endpoints = list(db.session.scalars(sa.select(WebhookEndpoint).where(WebhookEndpoint.active)))
+    rows = [_row(event, endpoint) for event in events for endpoint in endpoints
+            if event.topic in endpoint.events]
     if rows:
         db.session.execute(insert_ignoring_conflicts(WebhookDelivery, ["endpoint_id",
                                                                        "event_id"]), rows)
-    db.session.commit()
     return len(rows)
 
 
-def _claimable(now: datetime):
-    lease = timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + 60)
+def _row(event: object, endpoint: WebhookEndpoint) -> dict:
+    delivery_id = str(uuid.uuid4())
+    body = {"delivery": delivery_id, "event": event.topic, "event_id": event.id,
+            "created_at": event.created_at.isoformat(), "data": event.payload}
+    return {"delivery_id": delivery_id, "endpoint_id": endpoint.id, "event_id": event.id,
+            "topic": event.topic, "status": "pending",
+            "body": json.dumps(body, sort_keys=True, separators=(",", ":")), "attempts": 0,
+            "next_attempt_at": event.created_at, "last_error": "",
+            "created_at": event.created_at}
+
+
+def enqueue(event: object) -> int:
+    """Queue one delivery of event per active endpoint subscribed to it; return how many."""
+    count = enqueue_events([event])
+    db.session.commit()
+    return count
+
+
+# -- claims ---------------------------------------------------------------------------
+
+def current_term() -> int:
+    """Return the plugin key's current term (0 before anyone led it)."""
+    return db.session.scalar(sa.select(LeaderState.term).where(
+        LeaderState.key == PLUGINS.value)) or 0
+
+
+def _lease() -> timedelta:
+    """Return how long a claim lasts in its own term (the send's timeout, and a margin)."""
+    return timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + 60)
+
+
+def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
     return sa.or_(
         sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now),
-        sa.and_(WebhookDelivery.status == "sending", WebhookDelivery.claimed_at < now - lease),
+        sa.and_(WebhookDelivery.status == "sending",
+                sa.or_(WebhookDelivery.claimed_term < term,
+                       WebhookDelivery.claimed_at < now - _lease())),
     )
 
 
-def claim(now: datetime, event_id: int | None = None) -> list[int]:
-    """Claim up to a batch of due deliveries; return their ids."""
-    query = (sa.select(WebhookDelivery.id).where(_claimable(now))
-             .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(CLAIM_BATCH))
-    if event_id is not None:
-        query = query.where(WebhookDelivery.event_id == event_id)
-    ids = list(db.session.scalars(for_update_skip_locked(query)))
-    claimed = list(db.session.scalars(
-        sa.update(WebhookDelivery).where(WebhookDelivery.id.in_(ids), _claimable(now))
-        .values(status="sending", claimed_at=now).returning(WebhookDelivery.id))) if ids else []
+def _ready(now: datetime) -> sa.ColumnElement[bool]:
+    """An endpoint that is not backing off."""
+    return sa.or_(WebhookEndpoint.retry_at.is_(None), WebhookEndpoint.retry_at <= now)
+
+
+def endpoints_due(now: datetime, term: int) -> list[int]:
+    """Return the endpoints with a delivery to send now, oldest waiting first."""
+    found = list(db.session.scalars(
+        sa.select(WebhookDelivery.endpoint_id)
+        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+        .where(_claimable(now, term), _ready(now))
+        .group_by(WebhookDelivery.endpoint_id)
+        .order_by(sa.func.min(WebhookDelivery.next_attempt_at))))
+    db.session.rollback()
+    return found
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt at one delivery: only writes carrying this token count."""
+
+    delivery_id: int
+    token: str
+
+
+def claim_next(endpoint_id: int, now: datetime, term: int) -> Claim | None:
+    """Claim the endpoint's next due delivery as one counted attempt, if this term leads."""
+    found = db.session.scalar(for_update_skip_locked(
+        sa.select(WebhookDelivery.id).where(WebhookDelivery.endpoint_id == endpoint_id,
+                                            _claimable(now, term))
+        .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(1)))
+    if found is None:
+        db.session.rollback()
+        return None
+    token = new_claim()
+    leads = sa.literal(term) >= sa.func.coalesce(
+        sa.select(LeaderState.term).where(LeaderState.key == PLUGINS.value).scalar_subquery(), 0)
+    claimed = db.session.execute(
+        sa.update(WebhookDelivery)
+        .where(WebhookDelivery.id == found, _claimable(now, term), leads)
+        .values(status="sending", claimed_at=now, claim=token, claimed_term=term,
+                attempts=WebhookDelivery.attempts + 1)).rowcount
     db.session.commit()
-    return sorted(claimed)
+    return Claim(found, token) if claimed else None
 
 
-def deliver_due(now: Callable[[], datetime], budget: float,
-                event_id: int | None = None) -> dict[str, int]:
-    """Send due deliveries until none is left or budget seconds have passed."""
-    counts = {"delivered": 0, "retrying": 0, "failed": 0}
+# -- sending --------------------------------------------------------------------------
+
+def send_endpoint(endpoint_id: int, term: int, now: Callable[[], datetime],
+                  budget: float) -> dict[str, int]:
+    """Send one endpoint's due deliveries in turn until none is left, it fails, or budget ends."""
+    counts = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
     start = now()
     while (now() - start).total_seconds() < budget:
-        ids = claim(now(), event_id)
-        if not ids:
+        claim = claim_next(endpoint_id, now(), term)
+        if claim is None:
             break
-        for delivery_id in ids:
-            counts[attempt(delivery_id, now)] += 1
+        result = attempt(claim, now)
+        counts[result] += 1
+        if result != "delivered":
+            break  # the endpoint backs off now; its other deliveries wait with it
     return counts
 
 
-def attempt(delivery_id: int, now: Callable[[], datetime]) -> str:
-    """Send one claimed delivery once; record and return delivered, retrying or failed."""
-    delivery = db.session.get(WebhookDelivery, delivery_id)
+def deliver_due(now: Callable[[], datetime], budget: float,
+                term: int | None = None) -> dict[str, int]:
+    """Send every endpoint's due deliveries, one endpoint after another (the timer's way)."""
+    term = current_term() if term is None else term
+    totals = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
+    start = now()
+    for endpoint_id in endpoints_due(now(), term):
+        left = budget - (now() - start).total_seconds()
+        if left <= 0:
+            break
+        for key, value in send_endpoint(endpoint_id, term, now, left).items():
+            totals[key] += value
+    return totals
+
+
+def _request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
+    """Return the url, body and headers of a claimed delivery, and whether it may be sent."""
+    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
     endpoint = db.session.get(WebhookEndpoint, delivery.endpoint_id)
-    body, topic = delivery.body.encode(), delivery.topic
-    headers = {"X-Soloist-Event": topic, "X-Soloist-Delivery": delivery.delivery_id}
-    url, active = endpoint.url, endpoint.active
-    if active:
+    body = delivery.body.encode()
+    headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
+    if endpoint.active:
         headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
+    found = (endpoint.url, body, headers, endpoint.active)
     db.session.rollback()  # hold no transaction while the receiver answers
+    return found
+
+
+def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
+    """Send one claimed delivery once; record delivered, retrying, failed (or stale)."""
     timeout = _setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
     status, error, final = None, "", False
     try:
+        url, body, headers, active = _request(claim)
         if not active:
             raise UnsafeURL("The endpoint is switched off.")
         status = post(url, body, headers, timeout,
@@ -150,27 +230,63 @@ def attempt(delivery_id: int, now: Callable[[], datetime]) -> str:
         error = f"No answer within {timeout:g} s."
     except (OSError, http.client.HTTPException) as exc:
         error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # anything else is a failed attempt too, never a stuck one
+        db.session.rollback()
+        log.exception("webhook delivery %s failed unexpectedly", claim.delivery_id)
+        error = f"{type(exc).__name__}: {exc}"
     if error:
-        log.info("webhook delivery %s to endpoint %s failed: %s", delivery_id,
-                 delivery.endpoint_id, error)
-    return _record(delivery_id, status, error, final, now())
+        log.info("webhook delivery %s failed: %s", claim.delivery_id, error)
+    return _record(claim, status, error, final, now())
 
 
-def _record(delivery_id: int, status: int | None, error: str, final: bool,
-            at: datetime) -> str:
-    delivery = db.session.get(WebhookDelivery, delivery_id)
-    delivery.attempts += 1
-    delivery.last_attempt_at = at
-    delivery.response_status = status
-    delivery.last_error = error[:500]
-    delivery.claimed_at = None
+def _record(claim: Claim, status: int | None, error: str, final: bool, at: datetime) -> str:
+    """Write the attempt's outcome if the claim still holds; update the endpoint's health."""
+    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
+    values = {"last_attempt_at": at, "response_status": status, "last_error": error[:500],
+              "claim": ""}
     if not error:
-        delivery.status, delivery.delivered_at, delivery.next_attempt_at = "delivered", at, None
+        values.update(status="delivered", delivered_at=at, next_attempt_at=None)
     elif final or delivery.attempts >= int(_setting("WEBHOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
-        delivery.status, delivery.next_attempt_at = "failed", None
+        values.update(status="failed", next_attempt_at=None)
     else:
-        delivery.status = "pending"
-        delivery.next_attempt_at = at + backoff(delivery.attempts,
-                                                _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
+        values.update(status="pending", next_attempt_at=at + backoff(
+            delivery.attempts, _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS)))
+    done = db.session.execute(
+        sa.update(WebhookDelivery).where(WebhookDelivery.id == claim.delivery_id,
+                                         WebhookDelivery.claim == claim.token,
+                                         WebhookDelivery.status == "sending")
+        .values(**values)).rowcount
+    if done:
+        _endpoint_health(delivery.endpoint_id, error, at)
     db.session.commit()
-    return {"delivered": "delivered", "failed": "failed"}.get(delivery.status, "retrying")
+    if not done:
+        return "stale"
+    return {"delivered": "delivered", "failed": "failed"}.get(values["status"], "retrying")
+
+
+def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
+    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
+    endpoint.last_attempt_at = at
+    if not error:
+        endpoint.failures, endpoint.last_error, endpoint.retry_at = 0, "", None
+        return
+    endpoint.failures += 1
+    endpoint.last_error = error[:500]
+    endpoint.retry_at = at + backoff(endpoint.failures,
+                                     _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
+
+
+def next_due(now: datetime) -> datetime | None:
+    """Return when a delivery is next due to be sent (its own or its endpoint's back-off)."""
+    due = db.session.scalar(
+        sa.select(sa.func.min(sa.case(
+            (WebhookEndpoint.retry_at > WebhookDelivery.next_attempt_at, WebhookEndpoint.retry_at),
+            else_=WebhookDelivery.next_attempt_at)))
+        .select_from(WebhookDelivery)
+        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+        .where(WebhookDelivery.status == "pending"))
+    lease = db.session.scalar(sa.select(sa.func.min(WebhookDelivery.claimed_at)).where(
+        WebhookDelivery.status == "sending"))
+    db.session.rollback()
+    times = [t for t in (due, lease and lease + _lease()) if t is not None]
+    return min(times) if times else None

@@ -17,19 +17,18 @@ from datetime import datetime, timedelta
 from functools import partial
 
 import sqlalchemy as sa
-from flask import current_app
 from sqlalchemy.orm import aliased
 
 from .. import posts
-from ..db import clock, for_update_skip_locked, insert_ignoring_conflicts
+from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
-from ..plugins import hooks, registry
+from ..plugins import hooks, registry, webhooks
 from ..plugins.schedules import Schedule
 from ..timers import ensure_default_timers
 from ..timers.runs import count_outcome
-from . import workers
+from . import delivery_tick, workers
 from .work import record_work
 
 log = logging.getLogger("soloist.timers")
@@ -40,16 +39,22 @@ CLAIM_BATCH = 100
 POST_SETTLE = timedelta(seconds=0.3)
 
 
-def tick(now: datetime, instance: str = "") -> datetime | None:
-    """Do one unit of plugin work at now; return when the next one is due."""
+def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime | None:
+    """Do one unit of plugin work at now; return when the next one is due.
+
+    term is the plugin key's term this leader holds (read from leader_state if not given):
+    claims carry it, and a new term takes the previous terms' unfinished claims at once.
+    """
+    term = webhooks.current_term() if term is None else term
     ensure_default_timers(now)
+    done = {"timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
     enabled = set(registry.enabled_plugins())
-    done = {"timed out": expire_overdue(now)}
     done["started"] = start_queued(now, instance, enabled)
     claimed, more = claim_due(now, instance, enabled)
     done["started"] += claimed
-    done["events"] = hooks.fan_out(now)
-    done["hook batches"] = start_hook_batches(now, instance)
+    done["events"] = delivery_tick.fan_out(now, enabled)
+    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, term)
+    done["senders"] = delivery_tick.start_senders(now, term, enabled)
     if any(done.values()):
         record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v))
     if more or done["events"] >= hooks.FAN_OUT_BATCH:
@@ -61,10 +66,11 @@ def tick(now: datetime, instance: str = "") -> datetime | None:
 def expire_overdue(now: datetime) -> int:
     """Record runs past their maximum runtime as timed out; return how many."""
     running = db.session.execute(
-        sa.select(TimerRun.id, TimerRun.timer_id, TimerRun.started_at, Timer.max_runtime_seconds)
+        sa.select(TimerRun.id, TimerRun.timer_id, TimerRun.started_at, Timer.max_runtime_seconds,
+                  Timer.plugin)
         .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
-    expired = 0
-    for run_id, timer_id, started_at, limit in running:
+    expired, hung = 0, set()
+    for run_id, timer_id, started_at, limit, plugin in running:
         if started_at + timedelta(seconds=limit) > now:
             continue
         error = f"Ran past its maximum runtime of {limit} s; recorded as timed out."
@@ -74,10 +80,12 @@ def expire_overdue(now: datetime) -> int:
                     duration_seconds=(now - started_at).total_seconds())).rowcount
         if settled:
             count_outcome(timer_id, False, error)
-            workers.abandon(f"run:{run_id}")
+            workers.abandon(f"run:{plugin}:{run_id}")
+            hung.add(plugin)
             expired += 1
         db.session.commit()
     db.session.rollback()
+    delivery_tick.pause_hung_plugins(hung)
     return expired
 
 
@@ -167,25 +175,10 @@ def _quarantine(timer_id: int, exc: Exception) -> None:
 
 
 def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str) -> None:
-    app = current_app._get_current_object()
-    workers.start(f"run:{run_id}", app, partial(
+    app = delivery_tick.plugin_app()
+    workers.start(f"run:{timer.plugin}:{run_id}", app, partial(
         workers.execute_run, run_id, timer.id, timer.qualified_action, dict(timer.params or {}),
         slot, now, instance, float(timer.max_runtime_seconds), app))
-
-
-def start_hook_batches(now: datetime, instance: str) -> int:
-    """Start one worker per plugin with hook deliveries due; return how many started."""
-    app = current_app._get_current_object()
-    started = 0
-    for name in hooks.plugins_with_due_work(now):
-        key = f"hooks:{name}"
-        if workers.busy(key) or workers.free_slots() <= 0:
-            continue
-        ids = hooks.claim(name, now, instance)
-        if ids:
-            workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now)))
-            started += 1
-    return started
 
 
 def _startable_queued_run(enabled: set[str]) -> bool:
@@ -211,8 +204,9 @@ def next_wake(now: datetime, enabled: set[str]) -> datetime:
         .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
     times.extend(started + timedelta(seconds=limit) for started, limit in running)
     db.session.rollback()
-    hook_time = hooks.next_due(now, enabled)
-    times.extend(t for t in (first_slot, hook_time) if t is not None)
+    times.extend(delivery_tick.next_due(now, enabled))
+    if first_slot is not None:
+        times.append(first_slot)
     # Publishing NOTIFYs this leader on PostgreSQL; SQLite has no NOTIFY, so also look
     # again just after the next post is due, when its outbox event is there for the hooks.
     post_due = posts.next_due()

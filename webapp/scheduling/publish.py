@@ -12,8 +12,11 @@ from .work import record_work
 LOCKED_RETRY = timedelta(seconds=0.25)
 
 
-def tick(now: datetime, instance: str = "") -> datetime | None:
-    """Do one unit of publish work at now; return when the next one is due."""
+def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
+    """Do one unit of publish work at now; return when the next one is due.
+
+    term is not needed here: every post write is fenced by the post's own status.
+    """
     published = posts.publish_due(now, posts.BATCH_SIZE, instance)
     unpublished = posts.unpublish_expired(now, posts.BATCH_SIZE, instance)
     if published or unpublished:

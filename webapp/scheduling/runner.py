@@ -256,7 +256,8 @@ class Scheduler:
         now = self.leadership.db_now
         with self.tick_app.app_context():
             try:
-                upcoming = self.ticks[key](now, self.locks.name)
+                upcoming = self.ticks[key](now, self.locks.name,
+                                           term=self.leadership.held.get(key, 0))
             except Exception as exc:  # one failed tick must not stop the scheduler
                 log.exception("tick of key %#x failed", key)
                 db.session.rollback()

@@ -24,11 +24,13 @@ from ..timers.runs import finish_run
 
 log = logging.getLogger("soloist.workers")
 
-MAX_WORKERS = 8  # timer runs and hook batches in flight per process
+# Threads in flight per process, by kind of work: a kind that hangs cannot take the others'
+# places (eight hung hooks leave timer runs and webhook senders their own slots).
+SLOTS = {"run": 4, "hooks": 4, "send": 4}
 
 _lock = threading.Lock()
-_threads: dict[str, threading.Thread] = {}
-_abandoned: list[threading.Thread] = []
+_threads: dict[str, threading.Thread] = {}  # key "<kind>:<plugin or endpoint>[:<id>]"
+_abandoned: dict[str, threading.Thread] = {}
 
 
 def busy(key: str) -> bool:
@@ -38,12 +40,12 @@ def busy(key: str) -> bool:
         return thread is not None and thread.is_alive()
 
 
-def free_slots() -> int:
-    """Return how many more workers this process may start now."""
+def free_slots(kind: str = "run") -> int:
+    """Return how many more workers of kind ("run", "hooks" or "send") may start now."""
     with _lock:
         for key in [k for k, t in _threads.items() if not t.is_alive()]:
             del _threads[key]
-        return MAX_WORKERS - len(_threads)
+        return SLOTS[kind] - sum(1 for k in _threads if k.split(":", 1)[0] == kind)
 
 
 def start(key: str, app: Flask, target: Callable[[], None]) -> None:
@@ -65,11 +67,19 @@ def start(key: str, app: Flask, target: Callable[[], None]) -> None:
 
 
 def abandon(key: str) -> None:
-    """Stop counting a worker (its run timed out); it finishes on its own."""
+    """Stop counting a worker (it ran past its maximum runtime); it finishes on its own."""
     with _lock:
         thread = _threads.pop(key, None)
         if thread is not None:
-            _abandoned.append(thread)
+            _abandoned[f"{key}:{thread.ident}"] = thread  # one key may be abandoned twice
+
+
+def abandoned(plugin: str) -> int:
+    """Return how many abandoned threads of plugin are still alive in this process."""
+    with _lock:
+        for key in [k for k, t in _abandoned.items() if not t.is_alive()]:
+            del _abandoned[key]
+        return sum(1 for k in _abandoned if k.split(":")[1:2] == [plugin])
 
 
 def drain(timeout: float) -> bool:
@@ -77,8 +87,7 @@ def drain(timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         with _lock:
-            _abandoned[:] = [t for t in _abandoned if t.is_alive()]
-            alive = [t for t in [*_threads.values(), *_abandoned] if t.is_alive()]
+            alive = [t for t in [*_threads.values(), *_abandoned.values()] if t.is_alive()]
         if not alive:
             return True
         if time.monotonic() >= deadline:

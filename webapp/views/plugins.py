@@ -15,6 +15,7 @@ def index():
     off = registry.disabled_names()
     loaded = sorted(registry.plugins().values(), key=lambda p: p.name)
     return render_template("plugins/index.html", plugins=loaded, off=off,
+                           paused=registry.paused_reasons(),
                            broken=sorted(registry.broken().values(), key=lambda b: b.name),
                            source=registry.source)
 

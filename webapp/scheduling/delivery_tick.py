@@ -1,0 +1,92 @@
+"""The plugin tick's delivery steps: hook batches and webhook senders, bounded in time.
+
+Plugin code and receivers run in worker threads (webapp.scheduling.workers), each
+kind with slots of its own. A hook call past its maximum runtime is recorded as
+timed out and its thread abandoned; a plugin with too many abandoned threads
+still alive is paused, with the reason shown on the Plugins page.
+"""
+
+import logging
+from datetime import datetime
+from functools import partial
+
+from flask import Flask, current_app
+
+from ..db import clock
+from ..plugins import hooks, registry, webhooks
+from . import workers
+
+log = logging.getLogger("soloist.timers")
+
+MAX_ABANDONED = 2  # hung threads a plugin may leave behind before it is paused
+SEND_BUDGET = 60.0  # seconds one sender thread works before the tick looks again
+
+
+def plugin_app() -> Flask:
+    """Return the app plugin code runs on (the web app's pool, not the ticks')."""
+    return current_app.extensions.get("soloist.plugin_app") or current_app._get_current_object()
+
+
+def expire_hooks(now: datetime) -> int:
+    """Time out hook calls past their maximum runtime; pause plugins that keep hanging."""
+    late = hooks.expire(now)
+    for name in late:
+        workers.abandon(f"hooks:{name}")
+    pause_hung_plugins(set(late))
+    return len(late)
+
+
+def pause_hung_plugins(names: set[str]) -> None:
+    """Pause each plugin of names whose abandoned threads reached the bound."""
+    limit = int(current_app.config.get("PLUGIN_MAX_ABANDONED", MAX_ABANDONED))
+    for name in sorted(names):
+        hung = workers.abandoned(name)
+        if hung >= limit:
+            reason = (f"Paused automatically: {hung} of its calls ran past their maximum "
+                      "runtime and are still running. Fix the plugin, then switch it on.")
+            log.warning("plugin %s paused: %d hung threads", name, hung)
+            registry.set_enabled(name, False, reason)
+
+
+def start_hook_batches(now: datetime, instance: str, term: int) -> int:
+    """Start one worker per plugin with hook deliveries due; return how many started."""
+    app, started = plugin_app(), 0
+    for name in hooks.plugins_with_due_work(now, term):
+        key = f"hooks:{name}"
+        if workers.busy(key) or workers.free_slots("hooks") <= 0:
+            continue
+        token, ids = hooks.claim(name, now, instance, term)
+        if ids:
+            workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now), token))
+            started += 1
+    return started
+
+
+def start_senders(now: datetime, term: int, enabled: set[str]) -> int:
+    """Start one sender per endpoint with deliveries due (bounded); return how many started."""
+    if "webhooks" not in enabled:
+        return 0
+    app, started = plugin_app(), 0
+    for endpoint_id in webhooks.endpoints_due(now, term):
+        key = f"send:{endpoint_id}"
+        if workers.busy(key):
+            continue
+        if workers.free_slots("send") <= 0:
+            break
+        workers.start(key, app, partial(webhooks.send_endpoint, endpoint_id, term, clock(now),
+                                        SEND_BUDGET))
+        started += 1
+    return started
+
+
+def fan_out(now: datetime, enabled: set[str]) -> int:
+    """Turn new outbox events into hook deliveries and webhook deliveries, in one transaction."""
+    return hooks.fan_out(now, webhooks.enqueue_events if "webhooks" in enabled else None)
+
+
+def next_due(now: datetime, enabled: set[str]) -> list[datetime]:
+    """Return when hook or webhook work is next due."""
+    found = [hooks.next_due(now, enabled)]
+    if "webhooks" in enabled:
+        found.append(webhooks.next_due(now))
+    return [t for t in found if t is not None]
