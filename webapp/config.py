@@ -99,6 +99,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 30.0, 0.01),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),
         "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
+        "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),
+        "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
         "SQLALCHEMY_DATABASE_URI": None,

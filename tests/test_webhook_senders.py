@@ -1,0 +1,145 @@
+"""A dead endpoint delays only itself; claims follow leadership; stale senders change nothing."""
+
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.cluster import wait_for
+from tests.receiver import Receiver
+from tests.support import make_app
+from webapp import posts, scheduler_app
+from webapp.extensions import db
+from webapp.leadership.keys import PLUGINS
+from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
+from webapp.plugins import webhooks
+from webapp.plugins.base import HookEvent
+from webapp.plugins.endpoints import create_webhook
+from webapp.scheduling import workers
+from webapp.scheduling.runner import Scheduler
+
+SECRET = "s3cret-for-the-receiver-only"
+T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def healthy():
+    receiver = Receiver().start()
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def silent():
+    """An endpoint that accepts connections and never answers (the kernel's backlog)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}/never"
+    sock.close()
+
+
+@pytest.fixture
+def allowed(app, pg_url):
+    made = make_app(pg_url, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=3,
+                    WEBHOOK_RETRY_SECONDS=30)
+    yield made
+    assert workers.drain(15)
+    with made.app_context():
+        db.engine.dispose()
+
+
+def _clock(moment: datetime):
+    return lambda: moment
+
+
+def test_a_dead_endpoint_delays_only_itself(allowed, healthy, silent):
+    with allowed.app_context():
+        create_webhook(silent, ["post.published"], SECRET)
+        create_webhook(healthy.url + "/ok", ["post.published"], SECRET)
+        for i in range(5):
+            post = posts.create_post(f"Post {i}", f"post-{i}", "")
+            posts.schedule_post(post.id, post.version,
+                                datetime.now(UTC) + timedelta(milliseconds=200 * (i + 1)), None)
+    url = allowed.config["SQLALCHEMY_DATABASE_URI"]
+    running = Scheduler(allowed, tick_app=scheduler_app({
+        "TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
+        "SQLALCHEMY_DATABASE_URI": url, "LOCK_DATABASE_URL": url,
+        "WEBHOOK_ALLOW_PRIVATE": True, "WEBHOOK_TIMEOUT_SECONDS": 3}))
+    running.start()
+    try:
+        # all five are due within a second; the silent endpoint holds its own sender 3 s a try
+        wait_for(lambda: len(healthy.received()) == 5, 4, "every post at the healthy endpoint")
+        with allowed.app_context():
+            dead = db.session.scalar(sa.select(WebhookEndpoint).where(
+                WebhookEndpoint.url == silent))
+            wait_for(lambda: db.session.refresh(dead) or dead.failures, 10,
+                     "the silent endpoint to be marked failing")
+            assert dead.last_error == "No answer within 3 s."
+            assert dead.retry_at is not None  # it waits out its back-off, never tried faster
+    finally:
+        running.stop(15)
+        running.locks.close()
+        with running.tick_app.app_context():
+            db.engine.dispose()
+
+
+def _one_delivery(app, url: str) -> int:
+    with app.app_context():
+        endpoint = create_webhook(url, ["post.published"], SECRET)
+        db.session.add(Post(title="Hi", slug="hi", body="", status="published", version=1,
+                            published_at=T0, created_at=T0, updated_at=T0))
+        db.session.add(OutboxEvent(topic="post.published", payload={"slug": "hi"},
+                                   created_at=T0, processed_at=T0))
+        db.session.commit()
+        event = db.session.scalar(sa.select(OutboxEvent))
+        webhooks.enqueue(HookEvent(event.id, event.topic, None, event.payload, T0))
+        return endpoint.id
+
+
+def _lead(term: int) -> None:
+    state = db.session.get(LeaderState, PLUGINS.value) or LeaderState(
+        key=PLUGINS.value, holder="pytest", acquired_at=T0)
+    state.term = term
+    db.session.add(state)
+    db.session.commit()
+
+
+def test_a_new_term_takes_over_claims_at_once_and_a_stale_sender_changes_nothing(
+        allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        _lead(1)
+        stale = webhooks.claim_next(endpoint_id, T0, term=1)
+        assert stale is not None  # the old leader's sender, then its process froze
+        _lead(2)
+        sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, term=2)
+        assert sent["delivered"] == 1  # no lease to wait out: a new term takes it at once
+        assert webhooks._record(stale, 500, "The receiver answered HTTP 500.", False,
+                                T0 + timedelta(seconds=2)) == "stale"
+        delivery = db.session.scalar(sa.select(WebhookDelivery))
+        assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 2, "")
+        assert len(healthy.received()) == 1
+
+
+def test_a_deposed_leader_claims_nothing_new(allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        _lead(3)
+        assert webhooks.claim_next(endpoint_id, T0, term=2) is None
+        assert db.session.scalar(sa.select(WebhookDelivery.status)) == "pending"
+
+
+def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        # http.client refuses a header value with a line break: a ValueError, not a network error
+        db.session.execute(sa.update(WebhookDelivery).values(topic="post.published\r\nX: y"))
+        db.session.commit()
+        webhooks.deliver_due(_clock(T0), budget=5, term=0)
+        delivery = db.session.scalar(sa.select(WebhookDelivery))
+        assert (delivery.status, delivery.attempts) == ("pending", 1)  # not stuck in sending
+        assert delivery.last_error.startswith("ValueError: Invalid header value")
+        endpoint = db.session.get(WebhookEndpoint, endpoint_id)
+        assert endpoint.failures == 1 and endpoint.last_error == delivery.last_error
