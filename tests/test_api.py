@@ -292,7 +292,9 @@ def test_webhooks_are_created_listed_without_their_secret_and_show_deliveries(ap
     ({"url": "http://127.0.0.1:9/", "events": "post.published", "secret": "s" * 20}, "events"),
     ({"url": "http://127.0.0.1:9/", "events": ["post.exploded"], "secret": "s" * 20}, "events"),
     ({"url": "http://127.0.0.1:9/", "events": ["post.published"], "secret": "short"}, "secret"),
-    ({"url": "http://127.0.0.1:9/", "events": ["post.published"]}, "secret"),
+    ({"url": "http://127.0.0.1:9/", "events": ["post.published"], "secret": ""}, "secret"),
+    ({"url": "http://127.0.0.1:9/", "events": ["post.published"], "secret": "whsec_abc*def+ghi-jk"},
+     "secret"),
 ])
 def test_a_bad_webhook_field_is_422_naming_it(api, app, body, field):
     app.config["WEBHOOK_ALLOW_PRIVATE"] = True

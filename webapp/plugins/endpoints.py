@@ -1,10 +1,11 @@
 """Webhook endpoints as admins manage them: create (validated), list, switch, delete, redeliver.
 
 The JSON API calls these too. The secret is stored because every body is signed
-with it, but nothing here returns it after creation and nothing logs it.
+with it, but nothing here returns it after creation and nothing logs it. New secrets
+have the Standard Webhooks form whsec_<base64>; secrets typed without the prefix are
+still accepted (see signing.py for how they key the Standard Webhooks signature).
 """
 
-import secrets
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from flask import current_app
 from ..db import database_now
 from ..extensions import db
 from ..models import Timer, WebhookDelivery, WebhookEndpoint
+from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
@@ -27,8 +29,8 @@ class WebhookError(ValidationError):
 
 
 def new_secret() -> str:
-    """Return a fresh random secret to offer in the form."""
-    return secrets.token_urlsafe(32)
+    """Return a fresh random whsec_ secret to offer in the form (or return from the API)."""
+    return signing.new_secret()
 
 
 def check_url(url: str, allow_private: bool | None = None) -> str:
@@ -66,6 +68,12 @@ def _check_secret(secret: str | None) -> str:
     if not MIN_SECRET <= len(secret) <= MAX_SECRET:
         raise WebhookError({"secret": f"Use a secret of {MIN_SECRET} to {MAX_SECRET} "
                                       "characters (the form offers a random one)."})
+    low, high = signing.KEY_BYTES
+    size = len(signing.whsec_key(secret) or b"")
+    if secret.startswith(signing.PREFIX) and not low <= size <= high:
+        raise WebhookError({"secret": f"A {signing.PREFIX} secret is the prefix and the base64 "
+                                      f"of {low} to {high} random bytes; use the one offered, "
+                                      "or a secret without the prefix."})
     return secret
 
 

@@ -32,6 +32,7 @@ from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_co
 from ..extensions import db
 from ..leadership.keys import PLUGINS
 from ..models import LeaderState, WebhookDelivery, WebhookEndpoint
+from . import signing
 from .base import Plugin, RunContext
 from .hooks import backoff, new_claim
 from .net import UnsafeURL, post
@@ -207,6 +208,8 @@ def _request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
     headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
     if endpoint.active:
         headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
+        headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
+                                   int(delivery.claimed_at.timestamp()))  # the attempt's time
     found = (endpoint.url, body, headers, endpoint.active)
     db.session.rollback()  # hold no transaction while the receiver answers
     return found

@@ -17,7 +17,7 @@ DELIVERIES_LIMIT = 100
 
 
 def webhook_json(endpoint: WebhookEndpoint) -> dict:
-    """Return an endpoint as the API shows it: never its secret."""
+    """Return an endpoint as the API shows it: never its secret (see create_webhook)."""
     return {"id": endpoint.id, "url": endpoint.url, "description": endpoint.description,
             "events": list(endpoint.events or []), "active": endpoint.active,
             "created_at": iso(endpoint.created_at)}
@@ -69,10 +69,14 @@ def list_webhooks():
 @bp.post("/webhooks")
 @api_role("admin")
 def create_webhook():
-    """Register an endpoint: {url, events, secret, description?} -> 201."""
+    """Register an endpoint: {url, events, secret?, description?} -> 201.
+
+    Without a secret, a fresh whsec_ one is made and returned in this answer, never again.
+    """
     data = json_body({"url", "events", "secret", "description"})
     url = text_field(data, "url", required=True)
-    secret = text_field(data, "secret", required=True)
+    made = "secret" not in data
+    secret = endpoints.new_secret() if made else text_field(data, "secret", required=True)
     description = text_field(data, "description")
     events = data.get("events")
     if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
@@ -81,8 +85,8 @@ def create_webhook():
         endpoint = endpoints.create_webhook(url, events, secret, description)
     except ValidationError as exc:
         raise _refusal(exc) from None
-    return created(webhook_json(endpoint),
-                   url_for("api.webhook_deliveries", webhook_id=endpoint.id))
+    shown = webhook_json(endpoint) | ({"secret": secret} if made else {})
+    return created(shown, url_for("api.webhook_deliveries", webhook_id=endpoint.id))
 
 
 @bp.get("/webhooks/<int:webhook_id>/deliveries")
