@@ -45,8 +45,9 @@ class WebhookDelivery(db.Model):
     delivery_id: Mapped[str] = mapped_column(sa.String(36), unique=True)
     endpoint_id: Mapped[int] = mapped_column(
         sa.ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), index=True)
+    # indexed (0007): deleting an outbox event looks up its deliveries to set this NULL
     event_id: Mapped[int | None] = mapped_column(
-        BigId, sa.ForeignKey("outbox_events.id", ondelete="SET NULL"))
+        BigId, sa.ForeignKey("outbox_events.id", ondelete="SET NULL"), index=True)
     topic: Mapped[str] = mapped_column(sa.String(64))
     body: Mapped[str] = mapped_column(sa.Text)
     status: Mapped[str] = mapped_column(sa.String(16), default="pending")
