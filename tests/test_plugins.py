@@ -10,15 +10,12 @@ import sqlalchemy as sa
 from webapp.extensions import db
 from webapp.models import (
     HookDelivery,
-    LeaderEvent,
     OutboxEvent,
     Post,
     Timer,
     TimerRun,
-    WebhookDelivery,
-    WebhookEndpoint,
 )
-from webapp.plugins import housekeeping, registry, sitemap
+from webapp.plugins import registry, sitemap
 from webapp.scheduling import plugin_tick, publish, workers
 from webapp.timers import create_timer
 
@@ -167,31 +164,3 @@ def test_the_sitemap_lists_published_posts_and_every_instance_serves_it(app):
         publish.tick(T0 + timedelta(minutes=1))  # unpublished
         assert sitemap.rebuild(T0 + timedelta(minutes=1)) == 0
     assert "/posts/hi" not in client.get("/sitemap.xml").get_data(as_text=True)
-
-
-def test_housekeeping_trims_history_past_its_retention(app):
-    with app.app_context():
-        old, new = T0 - timedelta(days=40), T0 - timedelta(days=1)
-        timer = create_timer({"name": "x", "action": "sitemap.rebuild", "kind": "cron",
-                              "cron": "0 * * * *"}, now=T0)
-        endpoint = WebhookEndpoint(url="http://93.184.215.14/", events=["post.published"],
-                                   secret="x" * 20, description="")
-        db.session.add(endpoint)
-        db.session.flush()
-        for when, status in ((old, "succeeded"), (new, "succeeded"),
-                             (old - timedelta(hours=1), "running")):
-            db.session.add(TimerRun(timer_id=timer.id, scheduled_for=when, status=status,
-                                    finished_at=when if status != "running" else None))
-        for n, when in enumerate((old, new)):
-            db.session.add(WebhookDelivery(delivery_id=f"d{n}", endpoint_id=endpoint.id,
-                                           topic="post.published", body="{}",
-                                           status="delivered", created_at=when))
-        db.session.add_all([LeaderEvent(key=1, kind="acquired", at=T0 - timedelta(days=100)),
-                            LeaderEvent(key=1, kind="acquired", at=new)])
-        db.session.commit()
-        counts = housekeeping.trim(T0)
-        assert counts == {"timer runs": 1, "webhook deliveries": 1, "hook deliveries": 0,
-                          "leadership events": 1}
-        assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2
-        assert db.session.scalar(sa.select(sa.func.count(WebhookDelivery.id))) == 1
-        assert db.session.scalar(sa.select(sa.func.count(LeaderEvent.id))) == 1
