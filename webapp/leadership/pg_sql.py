@@ -1,0 +1,134 @@
+"""The PostgreSQL backend's statements: poll, heartbeat, terms, events, eviction, views."""
+
+import sqlalchemy as sa
+
+from .base import ENDED_DETAIL
+
+# The bigint key of an advisory lock taken with pg_advisory_lock(bigint).
+KEY_SQL = "((l.classid::bigint << 32) | l.objid::bigint)"
+ADVISORY = (
+    "l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
+
+POLL_SQL = """
+SELECT k.key, pg_try_advisory_lock(k.key),
+       extract(epoch FROM now() - s.heartbeat_at)::float8, coalesce(s.term, 0)
+FROM unnest(%s::bigint[]) AS k(key) LEFT JOIN leader_state s ON s.key = k.key
+"""
+
+HEARTBEAT_SQL = f"""
+UPDATE leader_state s SET heartbeat_at = now()
+WHERE s.key = ANY(%s) AND s.holder_pid = pg_backend_pid()
+  AND EXISTS (SELECT 1 FROM pg_locks l
+              WHERE l.pid = pg_backend_pid() AND {ADVISORY} AND {KEY_SQL} = s.key)
+RETURNING s.key, s.step_down_requested, now()
+"""
+
+ACQUIRED_SQL = f"""
+WITH prev AS MATERIALIZED (
+  SELECT st.term, st.holder, st.heartbeat_at FROM leader_state st
+  WHERE st.key = %(key)s AND st.holder_pid IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM leader_events e WHERE e.key = st.key AND e.term = st.term
+                    AND e.kind IN ('released', 'lost', 'evicted', 'ended'))
+), ended AS (
+  -- the last holder never said goodbye: its session ended (killed, cut off, timed out)
+  INSERT INTO leader_events (key, kind, term, holder, detail, at)
+  SELECT %(key)s, 'ended', term, holder, '{ENDED_DETAIL}',
+         least(coalesce(heartbeat_at, now()), now() - interval '1 microsecond') FROM prev
+), s AS (
+  INSERT INTO leader_state AS st (key, term, holder, holder_pid, acquired_at, heartbeat_at,
+                                  last_result, step_down_requested)
+  VALUES (%(key)s, 1, %(holder)s, pg_backend_pid(), now(), now(), '', false)
+  ON CONFLICT (key) DO UPDATE SET term = st.term + 1, holder = excluded.holder,
+    holder_pid = excluded.holder_pid, acquired_at = now(), heartbeat_at = now(),
+    step_down_requested = false
+  RETURNING term)
+INSERT INTO leader_events (key, kind, term, holder, detail, at)
+SELECT %(key)s, 'acquired', term, %(holder)s, %(detail)s, now() FROM s RETURNING term
+"""
+
+EVENT_SQL = """
+INSERT INTO leader_events (key, kind, term, holder, detail, at)
+VALUES (%(key)s, %(kind)s,
+        coalesce(%(term)s, (SELECT term FROM leader_state WHERE key = %(key)s), 0),
+        %(holder)s, %(detail)s, coalesce(%(at)s, now()))
+"""
+
+RELEASED_SQL = """
+WITH st AS (UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
+            WHERE key = %(key)s AND holder_pid = pg_backend_pid() RETURNING term),
+     ev AS (INSERT INTO leader_events (key, kind, term, holder, detail, at)
+            VALUES (%(key)s, 'released', %(term)s, %(holder)s, %(detail)s, now()))
+SELECT pg_notify('soloist_handover', %(key)s::text)
+"""
+
+def evict_sql(victim: str, notify: bool = False) -> str:
+    """Return the statement that ends the process whose lock session holds %(key)s.
+
+    victim chooses the lock session. Every other connection of that process (its web
+    pool and its scheduler's, named soloist-<role>:<instance>:<pid> from the same host)
+    ends too: a frozen process's open transaction would otherwise keep row locks that
+    its successor skips. In the same statement it records an "evicted" event for each
+    of %(ours)s the session held (parameter %(detail)s), and with notify wakes the
+    standbys. It returns the session's application_name, every key it held and how many
+    other connections ended; no row if victim matched nobody.
+    """
+    wake = ", pg_notify('soloist_handover', %(key)s::text)" if notify else ""
+    return f"""
+WITH victim AS MATERIALIZED (
+  SELECT a.pid, a.application_name, a.client_addr,
+         (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
+          WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}) AS keys
+  FROM pg_locks l
+  JOIN pg_stat_activity a ON a.pid = l.pid
+  LEFT JOIN leader_state s ON s.key = {KEY_SQL}
+  WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid() AND {victim}
+), events AS (
+  INSERT INTO leader_events (key, kind, term, holder, detail, at)
+  SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
+         v.application_name, %(detail)s, now()
+  FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
+), process AS MATERIALIZED (
+  SELECT pg_terminate_backend(b.pid, 2000) AS ended
+  FROM pg_stat_activity b, victim v
+  WHERE b.pid <> v.pid AND b.pid <> pg_backend_pid() AND b.application_name LIKE 'soloist-%%'
+    AND substr(b.application_name, strpos(b.application_name, ':'))
+        = substr(v.application_name, strpos(v.application_name, ':'))
+    AND b.client_addr IS NOT DISTINCT FROM v.client_addr AND b.datname = current_database()
+)
+SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000),
+       (SELECT count(*) FROM process WHERE ended){wake}
+FROM victim v
+"""
+
+
+# A holder whose heartbeat and last statement are both older than %(stale)s seconds.
+EVICT_STALE_SQL = evict_sql(
+    "now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END, "
+    "a.query_start, a.backend_start) > make_interval(secs => %(stale)s)"
+)
+
+
+
+SESSIONS_SQL = sa.text(f"""
+SELECT a.pid, a.application_name, host(a.client_addr), a.backend_start,
+       coalesce(array_agg({KEY_SQL} ORDER BY {KEY_SQL}) FILTER (WHERE l.pid IS NOT NULL),
+                '{{}}') AS keys
+FROM pg_stat_activity a
+LEFT JOIN pg_locks l ON l.pid = a.pid AND {ADVISORY} AND {KEY_SQL} = ANY(CAST(:keys AS bigint[]))
+WHERE a.datname = current_database()
+  AND (a.application_name LIKE 'soloist:%' OR l.pid IS NOT NULL)
+GROUP BY a.pid, a.application_name, a.client_addr, a.backend_start
+ORDER BY a.application_name, a.pid
+""")
+
+HOLDER_SQL = sa.text(f"""
+SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE {ADVISORY} AND {KEY_SQL} = :key
+""")
+
+# The holder the admin confirmed, by name; the standbys are woken at once.
+EVICT_SQL = evict_sql("a.application_name = %(expected)s", notify=True)
