@@ -63,7 +63,7 @@ def module_fleet(pg, tmp_path_factory):
 
 
 @pytest.fixture
-def fleet(module_fleet):
+def fault_fleet(module_fleet):
     """The module's fleet, back to two instances with every worker connected."""
     while len(module_fleet.instances) < 2:
         module_fleet.spawn(2)
@@ -73,7 +73,8 @@ def fleet(module_fleet):
 
 # --- a frozen host -------------------------------------------------------------------------
 
-def test_posts_go_out_while_the_leaders_host_is_frozen_mid_burst(fleet):
+def test_posts_go_out_while_the_leaders_host_is_frozen_mid_burst(fault_fleet):
+    fleet = fault_fleet
     host, _pid = fleet.leader(PUBLISH_KEY)
     ids = fleet.schedule("burst", 300, lead=1.5)
     freeze = freeze_when_burst_starts(fleet, host, ids)
@@ -101,7 +102,8 @@ def test_posts_go_out_while_the_leaders_host_is_frozen_mid_burst(fleet):
 
 # --- web load on the leader's instance ----------------------------------------------------
 
-def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_time(fleet):
+def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_time(fault_fleet):
+    fleet = fault_fleet
     host, _pid = fleet.leader(PUBLISH_KEY)
     paths = load_paths(fleet)
     first = fleet.last_event_id()
@@ -156,7 +158,8 @@ def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evic
 
 # --- the database goes away -------------------------------------------------------------------
 
-def test_both_keys_are_led_again_soon_after_postgresql_restarts(fleet, pg):
+def test_both_keys_are_led_again_soon_after_postgresql_restarts(fault_fleet, pg):
+    fleet = fault_fleet
     workers = {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances}
     ids = fleet.schedule("outage", 1, lead=1.0)
     accepting = pg.restart(downtime=3.0)  # the post falls due while the server is down
@@ -175,7 +178,8 @@ def test_both_keys_are_led_again_soon_after_postgresql_restarts(fleet, pg):
     assert outcome.ok, str(outcome)
 
 
-def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fleet, pg):
+def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fault_fleet, pg):
+    fleet = fault_fleet
     workers = sorted(fleet.worker_pids())
     ids = fleet.schedule("cut", 20, lead=1.0, spread=4.0)
     wait_for(lambda: fleet.published(ids) > 0, 10, "publishing to start")
@@ -193,7 +197,8 @@ def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fleet
 
 # --- SIGTERM with a request in flight ------------------------------------------------------------
 
-def test_sigterm_hands_leadership_over_while_a_long_request_runs(fleet):
+def test_sigterm_hands_leadership_over_while_a_long_request_runs(fault_fleet):
+    fleet = fault_fleet
     host, pid = fleet.leader(PUBLISH_KEY)
     led_plugins = host.owns(fleet.view.holder(PLUGINS_KEY))
     upload = upload_to(fleet, host, pid, seconds=20)
