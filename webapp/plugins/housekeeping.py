@@ -48,8 +48,8 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
     def before(days: int):
         return now - timedelta(days=days)
 
-    outbox = OutboxEvent.processed_at.is_not(None), OutboxEvent.processed_at < before(
-        outbox_days)  # the range of the partial index ix_outbox_processed_at
+    outbox = [OutboxEvent.processed_at.is_not(None),  # the partial index ix_outbox_processed_at
+              OutboxEvent.processed_at < before(outbox_days)]
     steps = [  # deliveries before the outbox: the events they free go in the same run
         ("hook deliveries", HookDelivery.id, [
             HookDelivery.status.in_(FINISHED_HOOKS),
