@@ -31,6 +31,7 @@ version), and prints the measured value beside the issue's target:
 """
 
 import argparse
+import shutil
 import signal
 import tempfile
 import time
@@ -312,7 +313,7 @@ def _interrupt(signum: int, _frame: object) -> None:
 def main() -> None:
     args = parse_args()
     signal.signal(signal.SIGTERM, _interrupt)  # clean up (fleet, server) as on Ctrl-C
-    args.log_dir = Path(tempfile.mkdtemp(prefix="soloist-bench-faults-"))
+    args.log_dir = Path(tempfile.mkdtemp(prefix="soloist-bench-faults-logs-"))
     rows: list[Row] = []
     runners = {"freeze": freeze_row, "load": load_row, "restart": restart_row,
                "term": term_row, "chaos": chaos_row}
@@ -323,6 +324,10 @@ def main() -> None:
                 log(f"row {name}")
                 rows.append(runners[name](pg, args))
                 log(f"row {name}: {rows[-1].measured}")
+        if all(row.met for row in rows):
+            shutil.rmtree(args.log_dir, ignore_errors=True)
+        else:
+            log(f"instance logs kept in {args.log_dir}")
     finally:
         if rows:
             report(f"Faults ({args.instances} instances × {args.workers} workers, default "
