@@ -61,6 +61,8 @@ def test_status_page_says_connection_lost_and_keeps_the_last_state(browser, flee
         wait_for(lambda: page.is_visible(".conn-lost"), 15,
                  "the page to say the connection is lost", interval=0.1)
         assert "Connection lost" in page.text_content(".conn-lost")
-        assert shown_holder(page) == holder  # the last state known stays on screen
+        # the last state known stays on screen: the holder before the stop, or the one the
+        # SIGTERM hand-over elected if a poll answered while the instance drained
+        assert shown_holder(page) in {holder, fleet.view.holder(PUBLISH_KEY)} - {None}
     finally:
         page.close()

@@ -11,6 +11,9 @@ from .errors import ApiError
 
 def authenticate() -> None:
     """Accept a bearer token and nothing else (no session cookie): the before-request hook."""
+    # Read the whole body before the token query opens a transaction: a slow upload must not
+    # keep one idle (the server ends those after DB_IDLE_IN_TRANSACTION_SECONDS).
+    request.get_data(cache=True)
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "Authentication required",
