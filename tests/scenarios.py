@@ -1,17 +1,21 @@
 """The moves of the fault scenarios, shared by tests/test_faults.py and bench/faults.py.
 
 Freeze a host as soon as its leader is publishing a burst, hold a chosen worker with a slow
-upload, the pages of a web load, and what to look at afterwards: who leads, when a
-standby took over, which workers answered /readyz.
+upload or aim any API request at it, the pages of a web load, and what to look at
+afterwards: who leads, when a standby took over, which workers answered /readyz.
 """
 
 import math
 import signal
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from tests.cluster import PUBLISH_KEY, pid_of, wait_for
 from tests.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
-from tests.traffic import SlowUpload, serving_pid
+from tests.traffic import ApiRequest, SlowUpload, serving_pid
+
+Aimable = TypeVar("Aimable", SlowUpload, ApiRequest)
 
 # rows of the burst locked by a transaction in progress (pgrowlocks reads the row headers
 # and takes no row lock itself), or some of them published already
@@ -65,23 +69,41 @@ def process_states(host: GroupInstance) -> list[str]:
     return states
 
 
-def upload_to(fleet: FaultFleet, instance: GroupInstance, pid: int,
-              seconds: float) -> SlowUpload:
-    """Open slow uploads to instance until worker pid serves one; abandon the others."""
+def _aimed(instance: GroupInstance, pid: int, open_one: Callable[[], Aimable],
+           what: str) -> Aimable:
+    """Open connections with open_one() until worker pid accepts one; close the others.
+
+    The workers of an instance share its listening socket, and the kernel picks which one
+    accepts each connection: keep trying (the odds of 16 misses are 1 in 65,536 with two).
+    """
     spare = []
     try:
         for _ in range(16):
-            upload = SlowUpload(instance.port, fleet.token, seconds).start()
-            served = wait_for(lambda u=upload: serving_pid(instance.worker_pids(),
-                                                           instance.port, u.local_port),
-                              5, "a worker to accept the slow upload", interval=0.01)
+            opened = open_one()
+            served = wait_for(lambda o=opened: serving_pid(instance.worker_pids(),
+                                                           instance.port, o.local_port),
+                              5, f"a worker to accept the {what}", interval=0.01)
             if served == pid:
-                return upload
-            spare.append(upload)
-        raise AssertionError(f"16 slow uploads and none reached worker {pid}")
+                return opened
+            spare.append(opened)
+        raise AssertionError(f"16 connections for the {what} and none reached worker {pid}")
     finally:
-        for upload in spare:
-            upload.close()
+        for opened in spare:
+            opened.close()
+
+
+def upload_to(fleet: FaultFleet, instance: GroupInstance, pid: int,
+              seconds: float) -> SlowUpload:
+    """Open slow uploads to instance until worker pid serves one; abandon the others."""
+    return _aimed(instance, pid, lambda: SlowUpload(instance.port, fleet.token, seconds).start(),
+                  "slow upload")
+
+
+def request_to(fleet: FaultFleet, instance: GroupInstance, pid: int, method: str, path: str,
+               body: object = None) -> ApiRequest:
+    """Send an API request (as the fleet's admin) that worker pid of instance serves."""
+    return _aimed(instance, pid, lambda: ApiRequest(instance.port, fleet.token, method, path,
+                                                    body).connect(), f"{method} {path}").send()
 
 
 def load_paths(fleet: FaultFleet, published: int = 20) -> list[tuple[str, dict]]:

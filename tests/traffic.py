@@ -1,12 +1,15 @@
-"""Real traffic for fault tests: slow uploads, web load, and a webhook receiver.
+"""Real traffic for fault tests: slow uploads, aimed requests, web load, a webhook receiver.
 
 - SlowUpload: a POST whose body trickles in over a raw socket, like a phone on a bad
   network; `serving_pid` finds which gunicorn worker accepted it (from /proc).
+- ApiRequest: one JSON API request on a socket of its own, connected before it is sent, so
+  a test can see which worker accepted the connection first (and aim it at one worker).
 - WebLoad: processes x threads issuing real keep-alive HTTP requests, for a bounded time.
 - WebhookReceiver: http.server on 127.0.0.1 in a thread that records every delivery and
   answers HTTP 500 now and then.
 """
 
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -28,17 +31,16 @@ from pathlib import Path
 class SlowUpload:
     """A JSON POST to /api/posts whose body arrives a byte at a time over seconds.
 
-    gunicorn's gthread worker hands a request to a thread once its headers are in; the
-    view reads the body as it arrives. The API checks the bearer token first (a query on a
-    pool connection, whose transaction stays open), then reads the body: so the request
-    holds one worker thread and one pool connection for the whole upload.
+    gunicorn's gthread worker hands a request to a thread once its headers are in, and the
+    API reads the whole body before its token query: so the upload holds one worker thread
+    for its whole length, and a database connection only once the body is in.
     """
 
     def __init__(self, port: int, token: str, seconds: float, title: str = "slow upload") -> None:
         self.port = port
         self.seconds = seconds
-        title = f"{title} {os.getpid()}-{time.monotonic_ns()}"
-        self.body = json.dumps({"title": title, "body": "sent slowly"}).encode()
+        self.title = f"{title} {os.getpid()}-{time.monotonic_ns()}"
+        self.body = json.dumps({"title": self.title, "body": "sent slowly"}).encode()
         self.head = (f"POST /api/posts HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                      f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(self.body)}\r\nConnection: close\r\n\r\n").encode()
@@ -82,6 +84,79 @@ class SlowUpload:
         """Abandon the upload (the server sees the client go away)."""
         self._stop.set()
         if self.sock is not None:
+            self.sock.close()
+        if self._thread.is_alive():
+            self._thread.join(5)
+
+
+class ApiRequest:
+    """One JSON API request over a socket of its own, answered on a thread.
+
+    connect() opens the connection without sending anything (gunicorn's gthread worker
+    accepts it at once, so `serving_pid` can tell which worker has it); send() sends the
+    request and reads the answer (the connection closes after it).
+    """
+
+    def __init__(self, port: int, token: str, method: str, path: str,
+                 body: object = None, timeout: float = 30) -> None:
+        self.port, self.timeout = port, timeout
+        data = b"" if body is None else json.dumps(body).encode()
+        self.request = (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+                        ).encode() + data
+        self.sock: socket.socket | None = None
+        self.status: int | None = None  # the answer's status, once it came
+        self.answer: str = ""  # the answer's body
+        self.error: str = ""
+        self.sent_at = self.answered_at = 0.0
+        self._thread = threading.Thread(target=self._exchange, daemon=True)
+
+    def connect(self) -> "ApiRequest":
+        """Open the connection; send nothing yet."""
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout)
+        return self
+
+    @property
+    def local_port(self) -> int:
+        """Return the client side's TCP port (the server sees it as the remote port)."""
+        return self.sock.getsockname()[1]
+
+    def send(self) -> "ApiRequest":
+        """Send the request; its answer is read on a thread."""
+        self.sent_at = time.time()
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        """Return whether the request has been sent and not answered yet."""
+        return self._thread.is_alive()
+
+    def json(self) -> object:
+        """Return the answer's body as JSON."""
+        return json.loads(self.answer)
+
+    def _exchange(self) -> None:
+        try:
+            self.sock.sendall(self.request)
+            chunks = []
+            while chunk := self.sock.recv(65536):
+                chunks.append(chunk)
+            head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+            first = head.decode("latin-1").split("\r\n", 1)[0]
+            self.status = int(first.split()[1]) if first.startswith("HTTP/") else None
+            self.answer = body.decode(errors="replace")
+        except (OSError, ValueError, IndexError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.answered_at = time.time()
+
+    def close(self) -> None:
+        """Close the connection (a request not answered yet is abandoned)."""
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
             self.sock.close()
         if self._thread.is_alive():
             self._thread.join(5)
@@ -249,11 +324,15 @@ class Receipt:
 
 
 class WebhookReceiver:
-    """A local webhook endpoint (a thread) that records deliveries and fails now and then."""
+    """A local webhook endpoint (a thread) that records deliveries and fails now and then:
+    at random (fail_rate), or every fail_every-th request when that is set."""
 
-    def __init__(self, secret: str, fail_rate: float = 0.15, seed: int | None = None) -> None:
+    def __init__(self, secret: str, fail_rate: float = 0.15, seed: int | None = None,
+                 fail_every: int = 0) -> None:
         self.secret = secret
         self.fail_rate = fail_rate
+        self.fail_every = fail_every
+        self.calls = 0
         self.rng = random.Random(seed)
         self.receipts: list[Receipt] = []
         self.lock = threading.Lock()
@@ -298,7 +377,11 @@ class WebhookReceiver:
         except (ValueError, KeyError, TypeError):
             post_id = None
         with self.lock:
-            status = 500 if self.rng.random() < self.fail_rate else 200
+            self.calls += 1
+            if self.fail_every:
+                status = 500 if self.calls % self.fail_every == 0 else 200
+            else:
+                status = 500 if self.rng.random() < self.fail_rate else 200
             self.receipts.append(Receipt(
                 headers.get("X-Soloist-Delivery", ""), headers.get("X-Soloist-Event", ""),
                 post_id, hmac.compare_digest(expected, headers.get("X-Soloist-Signature", "")),
