@@ -10,6 +10,7 @@ import os
 import signal
 import time
 
+import psycopg
 import pytest
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
@@ -25,9 +26,10 @@ from tests.scenarios import (
     p99,
     process_states,
     readyz_on_every_worker,
+    request_to,
     upload_to,
 )
-from tests.traffic import WebLoad
+from tests.traffic import SlowUpload, WebLoad
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +37,11 @@ FREEZE_DEADLINE = 15.0  # every due post live this long after the leader's host 
 RECOVERY = 5.0  # both keys led again this long after the database is back
 HANDOVER = 0.5  # a standby leads this long after SIGTERM
 LAG = 1.0  # publish lag under web load
+
+WAITING_ON_A_LOCK_SQL = """
+SELECT 1 FROM pg_stat_activity
+WHERE application_name = %s AND state = 'active' AND wait_event_type = 'Lock'
+"""
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_
 def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evicted(pg,
                                                                                    tmp_path):
     fleet = FaultFleet(pg.create_database("soloist_pool1"), tmp_path, prefix="p")
-    upload = None
+    request = holder = None
     try:
         small = fleet.spawn(2, DB_POOL_SIZE="1", DB_MAX_OVERFLOW="0")
         wait_for(lambda: all(small.owns(fleet.view.holder(k)) for k in KEYS), 60,
@@ -135,25 +142,62 @@ def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evic
         fleet.spawn(2)
         fleet.wait_settled()
         leader = fleet.view.holder(PUBLISH_KEY)
-        upload = upload_to(fleet, small, pid_of(leader), seconds=14)
-        wait_for(lambda: fleet.view.query(
-            "SELECT 1 FROM pg_stat_activity WHERE application_name = %s "
-            "AND state = 'idle in transaction'", (f"soloist-web:{small.name}:{pid_of(leader)}",)),
-            5, "the slow upload to hold the leader's only pool connection")
+        status, draft = fleet.api("POST", "/api/posts", {"title": "Held", "body": "Locked."})
+        assert status == 201, f"could not create the post to lock: {status} {draft}"
+        # someone else's transaction holds the post's row lock (an editor's save, a migration)
+        holder = psycopg.connect(fleet.url)
+        holder.execute("SELECT id FROM posts WHERE id = %s FOR UPDATE", (draft["id"],))
+        request = request_to(fleet, small, pid_of(leader), "POST",
+                             f"/api/posts/{draft['id']}/publish")
+        web = (f"soloist-web:{small.name}:{pid_of(leader)}",)
+        wait_for(lambda: fleet.view.query(WAITING_ON_A_LOCK_SQL, web), 3,
+                 "the request to wait for the row lock on the leader's only pool connection")
         first = fleet.last_event_id()
         ids = fleet.schedule("pool", 1, lead=2.0)
-        wait_for(lambda: not upload.running, 30, "the slow upload to end", interval=0.1)
-        wait_for(lambda: fleet.published(ids) == 1, 15, "the post to be published")
+        # under the 5 s statement_timeout the request's UPDATE is bounded by, lock wait included
+        wait_for(lambda: fleet.published(ids) == 1, 4, "the post to be published")
+        held = bool(fleet.view.query(WAITING_ON_A_LOCK_SQL, web))
+        holder.rollback()
+        wait_for(lambda: not request.running, 5, "an answer once the row lock is released")
         outcome = fleet.outcome(ids)
         changes = fleet.events_since(first)
     finally:
-        if upload is not None:
-            upload.close()
+        for opened in (request, holder):
+            if opened is not None:
+                opened.close()
         left = fleet.close()
+    assert held, "the request no longer held the leader's pool connection when the post went out"
+    assert request.status == 200 and request.json()["status"] == "published", (
+        f"the held request answered {request.status} {request.answer[:300]} {request.error}")
     assert changes == [], f"the healthy leader {leader} lost its keys: {changes}"
     assert outcome.ok and outcome.lags[0] <= LAG, (
         f"the post went out {outcome.lags[0]:.2f} s late (target ≤ {LAG:g} s)")
     assert not left, f"processes left running: {left}"
+
+
+# --- slow clients ----------------------------------------------------------------------------
+
+def test_a_slow_upload_outlasting_the_idle_transaction_timeout_still_creates_its_post(
+        fault_fleet):
+    fleet = fault_fleet
+    strict = fleet.spawn(1, DB_IDLE_IN_TRANSACTION_SECONDS="1")
+    upload = None
+    try:
+        fleet.wait_settled()
+        upload = SlowUpload(strict.port, fleet.token, seconds=3).start()
+        wait_for(lambda: not upload.running, 15, "the slow upload to be answered", interval=0.1)
+        took = time.time() - upload.started
+    finally:
+        if upload is not None:
+            upload.close()
+        fleet.retire(strict)
+        strict.stop()
+    assert took >= 3, f"the upload was answered after {took:.1f} s, before its body was sent"
+    assert upload.status == 201, (
+        f"a 3 s upload on an instance that ends transactions idle for 1 s answered "
+        f"{upload.status} {upload.error}")
+    assert fleet.view.query("SELECT count(*) FROM posts WHERE title = %s",
+                            (upload.title,))[0][0] == 1
 
 
 # --- the database goes away -------------------------------------------------------------------
