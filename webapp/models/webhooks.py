@@ -39,6 +39,10 @@ class WebhookDelivery(db.Model):
     __table_args__ = (
         sa.UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_endpoint_event"),
         sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        # (0008) each endpoint's first pending delivery, however long its queue
+        sa.Index("ix_webhook_deliveries_endpoint_pending", "endpoint_id", "next_attempt_at",
+                 postgresql_where=sa.text("status = 'pending'"),
+                 sqlite_where=sa.text("status = 'pending'")),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
