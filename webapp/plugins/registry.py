@@ -39,6 +39,7 @@ class _Loaded:
 
 
 _loaded: _Loaded | None = None
+_loads = 0  # how many times the plugins were loaded in this process
 _registered: dict[str, Plugin] = {}
 
 
@@ -63,9 +64,10 @@ def reload() -> None:
 def _load() -> _Loaded:
     """Load every plugin once; a second thread loading at the same moment gets the same
     plugin objects (Python imports each module once), so the race needs no lock."""
-    global _loaded
+    global _loaded, _loads
     found = _loaded
     if found is None:
+        _loads += 1
         found = _Loaded({}, {}, {})
         for name in BUILTIN:
             module = f"{__package__}.{name}"
@@ -96,6 +98,12 @@ def _add(loaded: _Loaded, name: str, source: str, loader: Callable) -> None:
     loaded.sources[plugin.name] = source
 
 
+def loads() -> int:
+    """Return how many times the plugins were loaded in this process (a reload counts)."""
+    _load()
+    return _loads
+
+
 def plugins() -> dict[str, Plugin]:
     """Return the loaded plugins by name."""
     return dict(_load().plugins)
@@ -116,10 +124,16 @@ def disabled_names() -> set[str]:
     return set(db.session.scalars(sa.select(PluginState.name).where(~PluginState.enabled)))
 
 
+def enabled_names() -> set[str]:
+    """Return the names of the loaded plugins that are switched on (one query)."""
+    off = disabled_names()
+    return {name for name in _load().plugins if name not in off}
+
+
 def enabled_plugins() -> dict[str, Plugin]:
     """Return the loaded plugins that are switched on."""
-    off = disabled_names()
-    return {name: p for name, p in plugins().items() if name not in off}
+    on = enabled_names()
+    return {name: p for name, p in plugins().items() if name in on}
 
 
 def set_enabled(name: str, enabled: bool, reason: str = "") -> None:
