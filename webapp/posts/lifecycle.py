@@ -82,16 +82,21 @@ def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = ""
                        limit, instance)
 
 
+def next_due_reads() -> list[sa.ScalarSelect]:
+    """Return the first publish_at and the first unpublish_at ahead, as scalar subqueries."""
+    return [
+        sa.select(sa.func.min(Post.publish_at)).where(Post.status == "scheduled")
+        .scalar_subquery(),
+        sa.select(sa.func.min(Post.unpublish_at))
+        .where(Post.status == "published", Post.unpublish_at.is_not(None)).scalar_subquery(),
+    ]
+
+
 def next_due() -> datetime | None:
     """Return the earliest publish_at or unpublish_at still ahead of the publish leader."""
-    first_publish = sa.select(sa.func.min(Post.publish_at)).where(Post.status == "scheduled")
-    first_expiry = sa.select(sa.func.min(Post.unpublish_at)).where(
-        Post.status == "published", Post.unpublish_at.is_not(None)
-    )
-    times = [db.session.scalar(first_publish), db.session.scalar(first_expiry)]
+    times = db.session.execute(sa.select(*next_due_reads())).one()
     db.session.rollback()
-    known = [t for t in times if t is not None]
-    return min(known) if known else None
+    return min((t for t in times if t is not None), default=None)
 
 
 # -- editors --------------------------------------------------------------------------
