@@ -14,7 +14,7 @@ kept, and past the limit the delivery is failed and shown.
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
@@ -50,18 +50,19 @@ def new_claim() -> str:
     return secrets.token_hex(16)
 
 
-def fan_out(now: datetime, also: Callable[[list], None] | None = None) -> int:
-    """Turn unprocessed outbox events into hook deliveries; return how many events.
+def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | None = None) -> int:
+    """Turn unprocessed outbox events into the enabled plugins' hook deliveries; return how many.
 
     also(events) adds more rows for the same (id, topic) events in the same transaction.
+    Finding none leaves the caller's read transaction open (it holds no row lock).
     """
-    hooked = {name: set(p.hooks) for name, p in registry.enabled_plugins().items() if p.hooks}
+    hooked = {name: set(p.hooks) for name, p in registry.plugins().items()
+              if name in enabled and p.hooks}
     events = db.session.execute(for_update_skip_locked(
         sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at)
         .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS))
         .order_by(OutboxEvent.id).limit(FAN_OUT_BATCH))).all()
     if not events:
-        db.session.rollback()
         return 0
     rows = [{"plugin": name, "hook": TOPIC_HOOKS[topic], "event_id": event_id,
              "status": "pending", "attempts": 0, "next_attempt_at": now, "instance": "",
@@ -78,12 +79,16 @@ def fan_out(now: datetime, also: Callable[[list], None] | None = None) -> int:
     return len(events)
 
 
-def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
+def _stale_claim(now: datetime, term: int) -> sa.ColumnElement[bool]:
+    """A running claim another may take: an earlier term's, or a vanished worker's."""
     lease = now - timeout() - timedelta(seconds=30)  # a worker that vanished in this term
+    return sa.or_(HookDelivery.claimed_term < term, HookDelivery.claimed_at < lease)
+
+
+def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
     return sa.or_(
         sa.and_(HookDelivery.status == "pending", HookDelivery.next_attempt_at <= now),
-        sa.and_(HookDelivery.status == "running",
-                sa.or_(HookDelivery.claimed_term < term, HookDelivery.claimed_at < lease)),
+        sa.and_(HookDelivery.status == "running", _stale_claim(now, term)),
     )
 
 
@@ -106,12 +111,11 @@ def claim(plugin: str, now: datetime, instance: str, term: int = 0) -> tuple[str
     return token, sorted(claimed)
 
 
-def plugins_with_due_work(now: datetime, term: int = 0) -> list[str]:
+def plugins_with_due_work(now: datetime, term: int, enabled: set[str]) -> list[str]:
     """Return the enabled plugins that have hook deliveries to run now."""
-    names = set(db.session.scalars(
-        sa.select(HookDelivery.plugin).where(_claimable(now, term)).distinct()))
-    db.session.rollback()
-    return sorted(names & set(registry.enabled_plugins()))
+    return sorted(db.session.scalars(
+        sa.select(HookDelivery.plugin)
+        .where(_claimable(now, term), HookDelivery.plugin.in_(enabled)).distinct()))
 
 
 def _fenced(delivery_id: int, token: str) -> sa.Update:
@@ -188,7 +192,6 @@ def expire(now: datetime) -> list[str]:
     late = db.session.execute(sa.select(HookDelivery.id, HookDelivery.claim, HookDelivery.plugin)
                               .where(HookDelivery.status == "running",
                                      HookDelivery.started_at < now - timeout())).all()
-    db.session.rollback()
     plugins = []
     limit = timeout().total_seconds()
     for delivery_id, token, plugin in late:
@@ -206,17 +209,35 @@ def backoff(attempts: int, base: float) -> timedelta:
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS))
 
 
-def next_due(now: datetime, enabled: set[str]) -> datetime | None:
-    """Return when hook work is next due: now when events wait, else a retry or a timeout."""
-    waiting = db.session.scalar(sa.select(OutboxEvent.id).where(
-        OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS)).limit(1))
+def due_reads(term: int, enabled: set[str]) -> list[sa.ColumnElement]:
+    """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
     mine = HookDelivery.plugin.in_(enabled)
-    retry = db.session.scalar(sa.select(sa.func.min(HookDelivery.next_attempt_at)).where(
-        HookDelivery.status == "pending", mine))
-    started = db.session.scalar(sa.select(sa.func.min(HookDelivery.started_at)).where(
-        HookDelivery.status == "running", mine))
-    db.session.rollback()
+    running = HookDelivery.status == "running"
+
+    def first(column: sa.Column, *where: sa.ColumnElement) -> sa.ScalarSelect:
+        return sa.select(sa.func.min(column)).where(*where).scalar_subquery()
+
+    return [
+        sa.exists().where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS)),
+        first(HookDelivery.next_attempt_at, HookDelivery.status == "pending", mine),
+        first(HookDelivery.started_at, running, mine),
+        first(HookDelivery.claimed_at, running, mine),
+        sa.exists().where(running, mine, HookDelivery.claimed_term < term),
+        first(HookDelivery.started_at, running),  # any plugin's: expire() times them all out
+    ]
+
+
+def due(now: datetime, values: Sequence) -> tuple[datetime | None, bool]:
+    """Return when hook work is next due, and whether work that time omits waits now.
+
+    values are due_reads'. Due: now when events wait, else a retry or a timeout. Waiting
+    now anyway: a claim to take over (an earlier term's, or past its lease) or a late call.
+    """
+    waiting, retry, started, claimed, earlier_term, any_started = values
     times = [t for t in (retry, started and started + timeout()) if t is not None]
-    if waiting is not None:
+    if waiting:
         times.append(now)
-    return min(times) if times else None
+    lease = now - timeout() - timedelta(seconds=30)  # as _stale_claim
+    late = any_started is not None and any_started < now - timeout()
+    stale = earlier_term or (claimed is not None and claimed < lease)
+    return min(times, default=None), bool(late or stale)

@@ -21,7 +21,7 @@ import http.client
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -112,13 +112,17 @@ def _lease() -> timedelta:
     return timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + 60)
 
 
+def _due(now: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
+
+
+def _stale(now: datetime, term: int) -> sa.ColumnElement[bool]:  # an earlier term's, or lapsed
+    return sa.and_(WebhookDelivery.status == "sending", sa.or_(
+        WebhookDelivery.claimed_term < term, WebhookDelivery.claimed_at < now - _lease()))
+
+
 def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
-    return sa.or_(
-        sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now),
-        sa.and_(WebhookDelivery.status == "sending",
-                sa.or_(WebhookDelivery.claimed_term < term,
-                       WebhookDelivery.claimed_at < now - _lease())),
-    )
+    return sa.or_(_due(now), _stale(now, term))
 
 
 def _ready(now: datetime) -> sa.ColumnElement[bool]:
@@ -126,16 +130,20 @@ def _ready(now: datetime) -> sa.ColumnElement[bool]:
     return sa.or_(WebhookEndpoint.retry_at.is_(None), WebhookEndpoint.retry_at <= now)
 
 
+def _first(*where: sa.ColumnElement[bool]) -> sa.ScalarSelect:
+    """Return the endpoint's first next_attempt_at among where: one index entry, not its queue."""
+    return (sa.select(sa.func.min(WebhookDelivery.next_attempt_at))
+            .where(WebhookDelivery.endpoint_id == WebhookEndpoint.id, *where)
+            .correlate(WebhookEndpoint).scalar_subquery())
+
+
 def endpoints_due(now: datetime, term: int) -> list[int]:
-    """Return the endpoints with a delivery to send now, oldest waiting first."""
-    found = list(db.session.scalars(
-        sa.select(WebhookDelivery.endpoint_id)
-        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
-        .where(_claimable(now, term), _ready(now))
-        .group_by(WebhookDelivery.endpoint_id)
-        .order_by(sa.func.min(WebhookDelivery.next_attempt_at))))
-    db.session.rollback()
-    return found
+    """Return the endpoints with a delivery to send now, oldest waiting first (per endpoint)."""
+    stale, due = _first(_stale(now, term)), _first(_due(now))
+    return list(db.session.scalars(
+        sa.select(WebhookEndpoint.id)
+        .where(_ready(now), sa.or_(stale.is_not(None), due.is_not(None)))
+        .order_by(sa.func.coalesce(stale, due), WebhookEndpoint.id)))  # claims go oldest first
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,9 @@ def deliver_due(now: Callable[[], datetime], budget: float,
     term = current_term() if term is None else term
     totals = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
     start = now()
-    for endpoint_id in endpoints_due(now(), term):
+    due = endpoints_due(now(), term)
+    db.session.rollback()
+    for endpoint_id in due:
         left = budget - (now() - start).total_seconds()
         if left <= 0:
             break
@@ -279,17 +289,18 @@ def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
                                      _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
 
 
-def next_due(now: datetime) -> datetime | None:
-    """Return when a delivery is next due to be sent (its own or its endpoint's back-off)."""
-    due = db.session.scalar(
-        sa.select(sa.func.min(sa.case(
-            (WebhookEndpoint.retry_at > WebhookDelivery.next_attempt_at, WebhookEndpoint.retry_at),
-            else_=WebhookDelivery.next_attempt_at)))
-        .select_from(WebhookDelivery)
-        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
-        .where(WebhookDelivery.status == "pending"))
-    lease = db.session.scalar(sa.select(sa.func.min(WebhookDelivery.claimed_at)).where(
-        WebhookDelivery.status == "sending"))
-    db.session.rollback()
-    times = [t for t in (due, lease and lease + _lease()) if t is not None]
-    return min(times) if times else None
+def due_reads(term: int) -> list[sa.ColumnElement]:
+    """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
+    first = _first(WebhookDelivery.status == "pending")  # or the endpoint's back-off, if later
+    later = sa.case((WebhookEndpoint.retry_at > first, WebhookEndpoint.retry_at), else_=first)
+    sending = WebhookDelivery.status == "sending"
+    return [sa.select(sa.func.min(later)).scalar_subquery(),
+            sa.select(sa.func.min(WebhookDelivery.claimed_at)).where(sending).scalar_subquery(),
+            sa.exists().where(sending, WebhookDelivery.claimed_term < term)]
+
+
+def due(values: Sequence) -> tuple[datetime | None, bool]:
+    """Return when a send or a lapsed claim is next due, and whether one waits for the term."""
+    first, claimed, earlier_term = values
+    times = [t for t in (first, claimed and claimed + _lease()) if t is not None]
+    return min(times, default=None), bool(earlier_term)

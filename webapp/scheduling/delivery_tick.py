@@ -48,10 +48,10 @@ def pause_hung_plugins(names: set[str]) -> None:
             registry.set_enabled(name, False, reason)
 
 
-def start_hook_batches(now: datetime, instance: str, term: int) -> int:
+def start_hook_batches(now: datetime, instance: str, term: int, enabled: set[str]) -> int:
     """Start one worker per plugin with hook deliveries due; return how many started."""
     app, started = plugin_app(), 0
-    for name in hooks.plugins_with_due_work(now, term):
+    for name in hooks.plugins_with_due_work(now, term, enabled):
         key = f"hooks:{name}"
         if workers.busy(key) or workers.free_slots("hooks") <= 0:
             continue
@@ -81,12 +81,4 @@ def start_senders(now: datetime, term: int, enabled: set[str]) -> int:
 
 def fan_out(now: datetime, enabled: set[str]) -> int:
     """Turn new outbox events into hook deliveries and webhook deliveries, in one transaction."""
-    return hooks.fan_out(now, webhooks.enqueue_events if "webhooks" in enabled else None)
-
-
-def next_due(now: datetime, enabled: set[str]) -> list[datetime]:
-    """Return when hook or webhook work is next due."""
-    found = [hooks.next_due(now, enabled)]
-    if "webhooks" in enabled:
-        found.append(webhooks.next_due(now))
-    return [t for t in found if t is not None]
+    return hooks.fan_out(now, enabled, webhooks.enqueue_events if "webhooks" in enabled else None)

@@ -3,8 +3,9 @@
 Each call is a short, bounded unit of work on the leader's scheduler thread:
 mark runs past their maximum runtime as timed out, start queued run-now
 requests, claim due slots, fan outbox events out to hooks, and return when
-something is next due. Actions and hooks run in worker threads
-(webapp.scheduling.workers), never here.
+something is next due. It looks first (webapp.scheduling.plugin_due, one
+statement): when nothing is due, that is the whole tick. Actions and hooks run
+in worker threads (webapp.scheduling.workers), never here.
 
 At most once per slot: a slot is claimed by inserting its timer_runs row
 (UNIQUE timer_id, scheduled_for) before anything runs; a second leader's insert
@@ -17,9 +18,8 @@ from datetime import datetime, timedelta
 from functools import partial
 
 import sqlalchemy as sa
-from sqlalchemy.orm import aliased
+from flask import current_app
 
-from .. import posts
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.keys import PLUGINS
@@ -28,15 +28,13 @@ from ..plugins import hooks, registry, webhooks
 from ..plugins.schedules import Schedule
 from ..timers import ensure_default_timers
 from ..timers.runs import count_outcome
-from . import delivery_tick, workers
+from . import delivery_tick, plugin_due, workers
 from .work import record_work
 
 log = logging.getLogger("soloist.timers")
 
-IDLE = timedelta(seconds=60)
 BLOCKED_RECHECK = timedelta(seconds=1)  # due work waits for a free worker or a hook batch
 CLAIM_BATCH = 100
-POST_SETTLE = timedelta(seconds=0.3)
 
 
 def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime | None:
@@ -44,23 +42,48 @@ def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime
 
     term is the plugin key's term this leader holds (read from leader_state if not given):
     claims carry it, and a new term takes the previous terms' unfinished claims at once.
+    The reads share one transaction, ended before the tick returns.
     """
-    term = webhooks.current_term() if term is None else term
-    ensure_default_timers(now)
+    try:
+        term = webhooks.current_term() if term is None else term
+        enabled = registry.enabled_names()
+        _ensure_default_timers(now)
+        ahead = plugin_due.look(now, term, enabled)
+        if ahead.idle(now):
+            return ahead.wake  # nothing to time out, start, claim, fan out or send
+        return _work(now, instance, term, enabled)
+    finally:
+        db.session.rollback()  # the scheduler's connection never waits in a transaction
+
+
+def _work(now: datetime, instance: str, term: int, enabled: set[str]) -> datetime:
+    """Do the plugin work due at now, step by step; return when the next is due."""
     done = {"timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
-    enabled = set(registry.enabled_plugins())
+    if done["timed out"]:
+        enabled = registry.enabled_names()  # a plugin may have been paused for hanging
     done["started"] = start_queued(now, instance, enabled)
     claimed, more = claim_due(now, instance, enabled)
     done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
-    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, term)
+    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, term, enabled)
     done["senders"] = delivery_tick.start_senders(now, term, enabled)
     if any(done.values()):
         record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v))
     if more or done["events"] >= hooks.FAN_OUT_BATCH:
         return now  # a backlog: come back at once
-    wake = next_wake(now, enabled)
+    wake = plugin_due.look(now, term, enabled).wake
     return wake if wake > now else now + BLOCKED_RECHECK
+
+
+def _ensure_default_timers(now: datetime) -> None:
+    """Create the plugins' missing default timers once per app and plugin load.
+
+    They are only ever created (a plugin's own timer cannot be deleted), so once is enough.
+    """
+    loads = registry.loads()
+    if current_app.extensions.get("soloist.default_timers") != loads:
+        ensure_default_timers(now)
+        current_app.extensions["soloist.default_timers"] = loads
 
 
 def expire_overdue(now: datetime) -> int:
@@ -84,7 +107,6 @@ def expire_overdue(now: datetime) -> int:
             hung.add(plugin)
             expired += 1
         db.session.commit()
-    db.session.rollback()
     delivery_tick.pause_hung_plugins(hung)
     return expired
 
@@ -111,7 +133,6 @@ def start_queued(now: datetime, instance: str, enabled: set[str]) -> int:
         if claimed:
             _launch(run_id, timer, slot, now, instance)
             started += 1
-    db.session.rollback()
     return started
 
 
@@ -122,7 +143,8 @@ def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, boo
         timer = db.session.scalar(for_update_skip_locked(
             sa.select(Timer).where(Timer.next_run_at <= now, ~Timer.paused,
                                    Timer.plugin.in_(enabled))
-            .order_by(Timer.next_run_at, Timer.id).limit(1)))
+            .order_by(Timer.next_run_at, Timer.id).limit(1)
+            .execution_options(populate_existing=True)))  # as locked, not as read this tick
         if timer is None:
             break
         if workers.free_slots() <= 0 and not _in_flight(timer.id):
@@ -133,8 +155,7 @@ def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, boo
         except (ValueError, LookupError, TypeError, ArithmeticError) as exc:
             _quarantine(timer.id, exc)  # a bad schedule pauses its timer, not the scheduler
         claims += 1
-    db.session.rollback()
-    return started, claims >= CLAIM_BATCH
+    return started, claims >= CLAIM_BATCH  # no row is left locked: each claim committed
 
 
 def _claim_slot(timer: Timer, now: datetime, instance: str) -> int:
@@ -179,37 +200,3 @@ def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: 
     workers.start(f"run:{timer.plugin}:{run_id}", app, partial(
         workers.execute_run, run_id, timer.id, timer.qualified_action, dict(timer.params or {}),
         slot, now, instance, float(timer.max_runtime_seconds), app))
-
-
-def _startable_queued_run(enabled: set[str]) -> bool:
-    """Return whether a run-now request waits that is not behind a running run."""
-    running = aliased(TimerRun)
-    return db.session.scalar(
-        sa.select(TimerRun.id).join(Timer, Timer.id == TimerRun.timer_id)
-        .where(TimerRun.status == "queued", Timer.plugin.in_(enabled),
-               ~sa.select(running.id).where(running.timer_id == TimerRun.timer_id,
-                                            running.status == "running").exists())
-        .limit(1)) is not None
-
-
-def next_wake(now: datetime, enabled: set[str]) -> datetime:
-    """Return the earliest moment plugin work is due (at most IDLE away)."""
-    times = [now + IDLE]
-    first_slot = db.session.scalar(sa.select(sa.func.min(Timer.next_run_at)).where(
-        ~Timer.paused, Timer.plugin.in_(enabled)))
-    if _startable_queued_run(enabled):
-        times.append(now)
-    running = db.session.execute(
-        sa.select(TimerRun.started_at, Timer.max_runtime_seconds)
-        .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
-    times.extend(started + timedelta(seconds=limit) for started, limit in running)
-    db.session.rollback()
-    times.extend(delivery_tick.next_due(now, enabled))
-    if first_slot is not None:
-        times.append(first_slot)
-    # Publishing NOTIFYs this leader on PostgreSQL; SQLite has no NOTIFY, so also look
-    # again just after the next post is due, when its outbox event is there for the hooks.
-    post_due = posts.next_due()
-    if post_due is not None and post_due + POST_SETTLE > now:
-        times.append(post_due + POST_SETTLE)
-    return min(times)
