@@ -1,6 +1,7 @@
 """A dead endpoint delays only itself; claims follow leadership; stale senders change nothing."""
 
 import socket
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,7 +17,7 @@ from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, Webho
 from webapp.plugins import webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook
-from webapp.scheduling import workers
+from webapp.scheduling import delivery_tick, workers
 from webapp.scheduling.runner import Scheduler
 
 SECRET = "s3cret-for-the-receiver-only"
@@ -143,3 +144,22 @@ def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, health
         assert delivery.last_error.startswith("ValueError: Invalid header value")
         endpoint = db.session.get(WebhookEndpoint, endpoint_id)
         assert endpoint.failures == 1 and endpoint.last_error == delivery.last_error
+
+
+def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goes(
+        allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    stuck = threading.Event()
+    with allowed.app_context():
+        claim = webhooks.claim_next(endpoint_id, T0, term=0)
+        # its sender hangs where no socket timeout reaches (a name lookup, say)
+        workers.start(f"send:{endpoint_id}", allowed, lambda: stuck.wait(30))
+        assert delivery_tick.start_senders(T0 + timedelta(seconds=5), 0, {"webhooks"}) == 0
+        later = T0 + timedelta(seconds=3 + webhooks.LEASE_MARGIN + 1)  # past the 3 s timeout
+        assert delivery_tick.start_senders(later, 0, {"webhooks"}) == 1
+        wait_for(lambda: healthy.received(), 10, "the delivery from the new sender")
+        assert workers.drain(0.5) is False  # the stuck one is still there, abandoned
+        stuck.set()
+        assert webhooks._record(claim, None, "late", False, later) == "stale"
+        wait_for(lambda: db.session.rollback() or db.session.scalar(
+            sa.select(WebhookDelivery.status)) == "delivered", 10, "the delivery recorded")

@@ -42,6 +42,7 @@ log = logging.getLogger("soloist.plugins.webhooks")
 TIMEOUT_SECONDS = 10.0
 MAX_ATTEMPTS = 6
 RETRY_SECONDS = 30.0
+LEASE_MARGIN = 10.0  # seconds past the send's timeout before its claim may be taken again
 
 plugin = Plugin("webhooks", "Webhooks",
                 "POSTs signed JSON to the endpoints admins configure when posts are "
@@ -109,7 +110,7 @@ def current_term() -> int:
 
 def _lease() -> timedelta:
     """Return how long a claim lasts in its own term (the send's timeout, and a margin)."""
-    return timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + 60)
+    return timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + LEASE_MARGIN)
 
 
 def _due(now: datetime) -> sa.ColumnElement[bool]:
@@ -123,6 +124,13 @@ def _stale(now: datetime, term: int) -> sa.ColumnElement[bool]:  # an earlier te
 
 def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
     return sa.or_(_due(now), _stale(now, term))
+
+
+def lapsed(endpoint_id: int, now: datetime) -> bool:
+    """Return whether the endpoint's sender has held a claim past its lease (it is stuck)."""
+    return db.session.scalar(sa.select(WebhookDelivery.id).where(
+        WebhookDelivery.endpoint_id == endpoint_id, WebhookDelivery.status == "sending",
+        WebhookDelivery.claimed_at < now - _lease()).limit(1)) is not None
 
 
 def _ready(now: datetime) -> sa.ColumnElement[bool]:

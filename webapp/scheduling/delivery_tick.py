@@ -70,7 +70,11 @@ def start_senders(now: datetime, term: int, enabled: set[str]) -> int:
     for endpoint_id in webhooks.endpoints_due(now, term):
         key = f"send:{endpoint_id}"
         if workers.busy(key):
-            continue
+            if not webhooks.lapsed(endpoint_id, now):
+                continue
+            # its sender is stuck past the lease (a name lookup or a trickling answer): leave
+            # it behind; its claim is taken over and its late writes change nothing
+            workers.abandon(key)
         if workers.free_slots("send") <= 0:
             break
         workers.start(key, app, partial(webhooks.send_endpoint, endpoint_id, term, clock(now),
