@@ -140,6 +140,12 @@ def lag_cells(lags: list[float], missing: int, total: int) -> str:
     return text + (f"; {missing}/{total} never received" if missing else f"; {total}/{total}")
 
 
+def spread(values: list[float]) -> str:
+    """Return p50, p99 and max of some seconds, in words."""
+    return (f"p50 {percentile(values, 50):.1f} s, p99 {percentile(values, 99):.1f} s, max "
+            f"{max(values, default=math.nan):.1f} s")
+
+
 def close(fleet: FaultFleet, row: Row) -> None:
     left = fleet.close()
     if left:
@@ -367,10 +373,9 @@ def chaos_row(pg: PgServer, args: argparse.Namespace) -> Row:
     row.met = (not missing and latest <= 60 and not rep.two_ids and rep.outcome.ok
                and not rep.leftovers)
     row.notes += [line for line in str(rep).splitlines()[:7]]
-    lags = rep.receipt_lags
-    row.notes.append(f"receiver: {receiver.calls} requests, every 7th answered 500; each post's "
-                     f"first request after its publish_at: p50 {percentile(lags, 50):.1f} s, "
-                     f"p99 {percentile(lags, 99):.1f} s, max {max(lags, default=math.nan):.1f} s")
+    row.notes.append(f"receiver: {receiver.calls} requests, every 7th answered 500; after "
+                     f"publish_at, each post's first request came {spread(rep.receipt_lags)}, "
+                     f"its publication {spread(rep.outcome.lags)}")
     return row
 
 
