@@ -85,3 +85,20 @@ def test_timer_runs_keep_their_slots_while_hooks_hang(hung_app):
         _tick_at(0)
         assert workers.free_slots("hooks") < workers.SLOTS["hooks"]
         assert workers.free_slots("run") == workers.SLOTS["run"]  # hung hooks take none
+
+
+def test_the_built_in_hooks_run_while_installed_plugins_hang_in_every_hook_slot(hung_app):
+    crowd = [Plugin(f"hang{i}", f"Hang {i}") for i in range(workers.SLOTS["hooks"])]
+    for each in crowd:
+        each.hook("on_publish")(never_returns)
+        registry.register(each)
+    try:
+        with hung_app.app_context():
+            _publish_one()
+            _tick_at(0)
+            assert workers.free_slots("hooks") == 0  # every installed plugin's slot hangs
+            workers.drain(2)
+            assert _delivery("sitemap").status == "done"  # the sitemap still rebuilds at once
+    finally:
+        for each in crowd:
+            registry.unregister(each.name)

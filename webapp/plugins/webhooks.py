@@ -42,6 +42,7 @@ log = logging.getLogger("soloist.plugins.webhooks")
 TIMEOUT_SECONDS = 10.0
 MAX_ATTEMPTS = 6
 RETRY_SECONDS = 30.0
+FAILING_AFTER = 3  # failed attempts in a row before the endpoint as a whole backs off
 LEASE_MARGIN = 10.0  # seconds past the send's timeout before its claim may be taken again
 
 plugin = Plugin("webhooks", "Webhooks",
@@ -196,8 +197,8 @@ def send_endpoint(endpoint_id: int, term: int, now: Callable[[], datetime],
             break
         result = attempt(claim, now)
         counts[result] += 1
-        if result != "delivered":
-            break  # the endpoint backs off now; its other deliveries wait with it
+        if result == "stale" or (result != "delivered" and backing_off(endpoint_id, now())):
+            break  # its other deliveries wait out the endpoint's back-off with it
     return counts
 
 
@@ -293,8 +294,17 @@ def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
         return
     endpoint.failures += 1
     endpoint.last_error = error[:500]
-    endpoint.retry_at = at + backoff(endpoint.failures,
-                                     _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
+    if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
+        endpoint.retry_at = at + backoff(endpoint.failures - FAILING_AFTER + 1,
+                                         _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
+
+
+def backing_off(endpoint_id: int, at: datetime) -> bool:
+    """Return whether the endpoint waits out its back-off (or has a stale sender's write)."""
+    retry_at = db.session.scalar(sa.select(WebhookEndpoint.retry_at).where(
+        WebhookEndpoint.id == endpoint_id))
+    db.session.rollback()
+    return retry_at is not None and retry_at > at
 
 
 def due_reads(term: int) -> list[sa.ColumnElement]:

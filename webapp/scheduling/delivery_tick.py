@@ -27,11 +27,21 @@ def plugin_app() -> Flask:
     return current_app.extensions.get("soloist.plugin_app") or current_app._get_current_object()
 
 
+def hook_key(plugin: str) -> str:
+    """Return the worker key of a plugin's hook batch.
+
+    Built-in plugins' hooks (the sitemap's) have slots of their own: installed plugins that
+    hang can hold every other hook slot until they time out, but never the built-ins'.
+    """
+    kind = "core" if plugin in registry.BUILTIN else "hooks"
+    return f"{kind}:{plugin}"
+
+
 def expire_hooks(now: datetime) -> int:
     """Time out hook calls past their maximum runtime; pause plugins that keep hanging."""
     late = hooks.expire(now)
     for name in late:
-        workers.abandon(f"hooks:{name}")
+        workers.abandon(hook_key(name))
     pause_hung_plugins(set(late))
     return len(late)
 
@@ -52,8 +62,8 @@ def start_hook_batches(now: datetime, instance: str, term: int, enabled: set[str
     """Start one worker per plugin with hook deliveries due; return how many started."""
     app, started = plugin_app(), 0
     for name in hooks.plugins_with_due_work(now, term, enabled):
-        key = f"hooks:{name}"
-        if workers.busy(key) or workers.free_slots("hooks") <= 0:
+        key = hook_key(name)
+        if workers.busy(key) or workers.free_slots(key.split(":", 1)[0]) <= 0:
             continue
         token, ids = hooks.claim(name, now, instance, term)
         if ids:

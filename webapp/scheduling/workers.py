@@ -26,7 +26,7 @@ log = logging.getLogger("soloist.workers")
 
 # Threads in flight per process, by kind of work: a kind that hangs cannot take the others'
 # places (eight hung hooks leave timer runs and webhook senders their own slots).
-SLOTS = {"run": 4, "hooks": 4, "send": 4}
+SLOTS = {"run": 4, "hooks": 4, "core": 2, "send": 4}  # core: the built-in plugins' hooks
 
 _lock = threading.Lock()
 _threads: dict[str, threading.Thread] = {}  # key "<kind>:<plugin or endpoint>[:<id>]"
