@@ -30,17 +30,14 @@ and prints the measured value beside issue 11's target:
 import argparse
 import contextlib
 import math
-import shutil
-import signal
 import socket
 import subprocess
-import tempfile
 import textwrap
 import time
 from pathlib import Path
 
-from common import ROOT, log, percentile, report, run_main, table
-from faults import Row, fleet_for
+from common import ROOT, log, percentile, run_main
+from faults import Row, fleet_for, run_rows
 
 from tests.chaos import FLEET_ENV, SECRET, Chaos
 from tests.cluster import wait_for
@@ -423,36 +420,13 @@ def measured_commit() -> str:
     return commit + (" with uncommitted changes in webapp/ or migrations/" if dirty else "")
 
 
-def _interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main() -> None:
     args = parse_args()
-    signal.signal(signal.SIGTERM, _interrupt)  # clean up (fleet, server) as on Ctrl-C
-    args.log_dir = Path(tempfile.mkdtemp(prefix="soloist-bench-deliveries-logs-"))
-    rows: list[Row] = []
     runners = {"dead": dead_row, "hung": hung_row, "chaos": chaos_row}
     commit = measured_commit()
-    try:
-        with PgServer("soloist-bench-deliveries") as pg:
-            log(f"commit {commit}; throwaway PostgreSQL on port {pg.port}; logs in "
-                f"{args.log_dir}")
-            for name in args.only:
-                log(f"row {name}")
-                rows.append(runners[name](pg, args))
-                log(f"row {name}: {rows[-1].measured}")
-        if all(row.met for row in rows):
-            shutil.rmtree(args.log_dir, ignore_errors=True)
-        else:
-            log(f"instance logs kept in {args.log_dir}")
-    finally:
-        if rows:
-            report(f"Deliveries at commit {commit} ({args.workers} workers per instance, "
-                   f"default settings, chaos seed {args.seed})",
-                   [("Summary", table(["case", "measured", "target", "met"],
-                                      [r.cells() for r in rows]))],
-                   [f"{r.fault}: {note}" for r in rows for note in r.notes])
+    run_rows("deliveries", runners, args, f"Deliveries at commit {commit} ({args.workers} "
+             f"workers per instance, default settings, chaos seed {args.seed})", "case",
+             header=f"commit {commit}; ")
 
 
 if __name__ == "__main__":

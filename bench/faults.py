@@ -310,31 +310,39 @@ def _interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main() -> None:
-    args = parse_args()
+def run_rows(name: str, runners: dict, args: argparse.Namespace, title: str,
+             first: str, header: str = "") -> None:
+    """Run the rows args.only names on a throwaway server; report them as one table.
+
+    The instance logs are removed when every row passes and kept otherwise.
+    """
     signal.signal(signal.SIGTERM, _interrupt)  # clean up (fleet, server) as on Ctrl-C
-    args.log_dir = Path(tempfile.mkdtemp(prefix="soloist-bench-faults-logs-"))
+    args.log_dir = Path(tempfile.mkdtemp(prefix=f"soloist-bench-{name}-logs-"))
     rows: list[Row] = []
-    runners = {"freeze": freeze_row, "load": load_row, "restart": restart_row,
-               "term": term_row, "chaos": chaos_row}
     try:
-        with PgServer("soloist-bench-faults") as pg:
-            log(f"throwaway PostgreSQL on port {pg.port}; logs in {args.log_dir}")
-            for name in args.only:
-                log(f"row {name}")
-                rows.append(runners[name](pg, args))
-                log(f"row {name}: {rows[-1].measured}")
+        with PgServer(f"soloist-bench-{name}") as pg:
+            log(f"{header}throwaway PostgreSQL on port {pg.port}; logs in {args.log_dir}")
+            for row_name in args.only:
+                log(f"row {row_name}")
+                rows.append(runners[row_name](pg, args))
+                log(f"row {row_name}: {rows[-1].measured}")
         if all(row.met for row in rows):
             shutil.rmtree(args.log_dir, ignore_errors=True)
         else:
             log(f"instance logs kept in {args.log_dir}")
     finally:
         if rows:
-            report(f"Faults ({args.instances} instances × {args.workers} workers, default "
-                   f"settings, chaos seed {args.seed})",
-                   [("Summary", table(["fault", "measured", "target", "met"],
-                                      [r.cells() for r in rows]))],
+            report(title, [("Summary", table([first, "measured", "target", "met"],
+                                             [r.cells() for r in rows]))],
                    [f"{r.fault}: {note}" for r in rows for note in r.notes])
+
+
+def main() -> None:
+    args = parse_args()
+    runners = {"freeze": freeze_row, "load": load_row, "restart": restart_row,
+               "term": term_row, "chaos": chaos_row}
+    run_rows("faults", runners, args, f"Faults ({args.instances} instances × {args.workers} "
+             f"workers, default settings, chaos seed {args.seed})", "fault")
 
 
 if __name__ == "__main__":
