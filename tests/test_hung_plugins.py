@@ -102,3 +102,32 @@ def test_the_built_in_hooks_run_while_installed_plugins_hang_in_every_hook_slot(
     finally:
         for each in crowd:
             registry.unregister(each.name)
+
+
+failing = Plugin("failing", "Failing", "Its publish hook always raises.")
+
+
+@failing.hook("on_publish")
+def always_raises(event) -> None:
+    raise RuntimeError(f"cannot handle event {event.id}")
+
+
+def test_a_hook_that_keeps_failing_is_failed_and_shown_on_the_plugins_page(app, pg_url):
+    registry.register(failing)
+    made = make_app(pg_url, HOOK_MAX_ATTEMPTS=2, HOOK_RETRY_SECONDS=1)
+    try:
+        with made.app_context():
+            _publish_one()
+            for second in (0, 2, 4):  # the first call, its retry, and nothing more
+                _tick_at(second)
+                assert workers.drain(10)
+            failed = _delivery("failing")
+            assert (failed.status, failed.attempts) == ("failed", 2)
+        admin = made.test_client()
+        AuthActions(admin).login("admin")
+        page = admin.get("/admin/plugins/").get_data(as_text=True)
+        assert "1 failed" in page and "RuntimeError: cannot handle event" in page
+    finally:
+        registry.unregister("failing")
+        with made.app_context():
+            db.engine.dispose()

@@ -241,3 +241,23 @@ def due(now: datetime, values: Sequence) -> tuple[datetime | None, bool]:
     late = any_started is not None and any_started < now - timeout()
     stale = earlier_term or (claimed is not None and claimed < lease)
     return min(times, default=None), bool(late or stale)
+
+
+def health() -> dict[str, dict]:
+    """Return, per plugin, its hook deliveries waiting and failed, and the latest failure."""
+    counts = db.session.execute(
+        sa.select(HookDelivery.plugin, HookDelivery.status, sa.func.count())
+        .where(HookDelivery.status.in_(("pending", "running", "failed")))
+        .group_by(HookDelivery.plugin, HookDelivery.status)).all()
+    found: dict[str, dict] = {}
+    for plugin, status, count in counts:
+        entry = found.setdefault(plugin, {"waiting": 0, "failed": 0, "last_failure": None})
+        entry["failed" if status == "failed" else "waiting"] += count
+    for plugin, entry in found.items():
+        if entry["failed"]:
+            entry["last_failure"] = db.session.execute(
+                sa.select(HookDelivery.event_id, HookDelivery.attempts, HookDelivery.last_error,
+                          HookDelivery.created_at)
+                .where(HookDelivery.plugin == plugin, HookDelivery.status == "failed")
+                .order_by(HookDelivery.id.desc()).limit(1)).one()
+    return found

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
 
-from ..plugins import registry, sitemap
+from ..plugins import hooks, registry, sitemap
 from ..security import role_required
 
 bp = Blueprint("plugins", __name__)
@@ -15,7 +15,7 @@ def index():
     off = registry.disabled_names()
     loaded = sorted(registry.plugins().values(), key=lambda p: p.name)
     return render_template("plugins/index.html", plugins=loaded, off=off,
-                           paused=registry.paused_reasons(),
+                           paused=registry.paused_reasons(), hook_health=hooks.health(),
                            broken=sorted(registry.broken().values(), key=lambda b: b.name),
                            source=registry.source)
 
