@@ -27,14 +27,23 @@ def plugin_app() -> Flask:
     return current_app.extensions.get("soloist.plugin_app") or current_app._get_current_object()
 
 
-def hook_key(plugin: str) -> str:
-    """Return the worker key of a plugin's hook batch.
+def hook_kind(plugin: str) -> str:
+    """Return the worker slots a plugin's hook batches use.
 
     Built-in plugins' hooks (the sitemap's) have slots of their own: installed plugins that
     hang can hold every other hook slot until they time out, but never the built-ins'.
     """
-    kind = "core" if plugin in registry.BUILTIN else "hooks"
-    return f"{kind}:{plugin}"
+    return "core" if plugin in registry.BUILTIN else "hooks"
+
+
+def hook_key(plugin: str) -> str:
+    """Return the worker key of a plugin's hook batch."""
+    return f"{hook_kind(plugin)}:{plugin}"
+
+
+def run_key(plugin: str, run_id: int) -> str:
+    """Return the worker key of a timer run (its plugin counts its hung threads)."""
+    return f"run:{plugin}:{run_id}"
 
 
 def expire_hooks(now: datetime) -> int:
@@ -63,7 +72,7 @@ def start_hook_batches(now: datetime, instance: str, term: int, enabled: set[str
     app, started = plugin_app(), 0
     for name in hooks.plugins_with_due_work(now, term, enabled):
         key = hook_key(name)
-        if workers.busy(key) or workers.free_slots(key.split(":", 1)[0]) <= 0:
+        if workers.busy(key) or workers.free_slots(hook_kind(name)) <= 0:
             continue
         token, ids = hooks.claim(name, now, instance, term)
         if ids:

@@ -103,7 +103,7 @@ def expire_overdue(now: datetime) -> int:
                     duration_seconds=(now - started_at).total_seconds())).rowcount
         if settled:
             count_outcome(timer_id, False, error)
-            workers.abandon(f"run:{plugin}:{run_id}")
+            workers.abandon(delivery_tick.run_key(plugin, run_id))
             hung.add(plugin)
             expired += 1
         db.session.commit()
@@ -197,6 +197,6 @@ def _quarantine(timer_id: int, exc: Exception) -> None:
 
 def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str) -> None:
     app = delivery_tick.plugin_app()
-    workers.start(f"run:{timer.plugin}:{run_id}", app, partial(
+    workers.start(delivery_tick.run_key(timer.plugin, run_id), app, partial(
         workers.execute_run, run_id, timer.id, timer.qualified_action, dict(timer.params or {}),
         slot, now, instance, float(timer.max_runtime_seconds), app))
