@@ -10,11 +10,10 @@ what for the status page, the ops actions, the dashboard and the CLI.
 import logging
 import os
 
-import psycopg
 from flask import current_app
 
 from ..db import is_postgres, is_sqlite_url, server_options
-from .base import PG_TOKEN, SQLITE_TOKEN, LockUnavailable
+from .base import LOCK_ERRORS, PG_TOKEN, SQLITE_TOKEN
 from .files import VIEW as FILE_VIEW
 from .files import FileLockSession
 from .pg import VIEW as PG_VIEW
@@ -67,7 +66,7 @@ def try_acquire_leader(session, key: int):
         if not locks.connected:
             locks.connect()
         return locks.token if locks.try_lock(key) else None
-    except (psycopg.Error, LockUnavailable, OSError) as exc:
+    except LOCK_ERRORS as exc:
         log.warning("could not try the lock for key %#x (%s): not leader", key, exc)
         return None
 
@@ -78,7 +77,7 @@ def release_leader(session, token, key: int) -> bool:
         return False
     try:
         released = _session_for(session).unlock(key)
-    except (psycopg.Error, LockUnavailable, OSError) as exc:
+    except LOCK_ERRORS as exc:
         log.warning("lost leadership of key %#x: unlock failed (%s)", key, exc)
         return False
     if not released:

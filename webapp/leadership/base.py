@@ -9,10 +9,13 @@ the status page, the ops actions, the dashboard and the CLI.
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import psycopg
+
 from ..db import identity
 
-__all__ = ["PG_TOKEN", "SQLITE_TOKEN", "BaseLockSession", "LockSession", "LockUnavailable",
-           "OpsError", "PollRow", "ENDED_DETAIL", "identity", "is_stale", "parse_identity"]
+__all__ = ["ENDED_DETAIL", "LOCK_ERRORS", "PG_TOKEN", "SQLITE_TOKEN", "BaseLockSession",
+           "LockSession", "LockUnavailable", "OpsError", "PollRow", "identity", "is_stale",
+           "parse_identity"]
 
 
 ENDED_DETAIL = ("its lock session ended without releasing the key (killed, cut off or timed "
@@ -33,6 +36,10 @@ SQLITE_TOKEN = _Token("SQLITE_TOKEN")
 
 class LockUnavailable(Exception):
     """The lock session cannot take locks (no connection, or an unsafe one)."""
+
+
+# What a lock session raises when its connection or database fails: "not leader", never fatal
+LOCK_ERRORS = (psycopg.Error, LockUnavailable, OSError)
 
 
 class OpsError(Exception):

@@ -11,9 +11,7 @@ import random
 import time
 from datetime import UTC, datetime
 
-import psycopg
-
-from .base import LockUnavailable, is_stale
+from .base import LOCK_ERRORS, is_stale
 from .pg import TransactionPoolerError
 
 log = logging.getLogger("soloist.leadership")
@@ -53,7 +51,7 @@ class Leadership:
             return False
         try:
             self.locks.connect()
-        except (psycopg.Error, OSError, LockUnavailable) as exc:
+        except LOCK_ERRORS as exc:
             self._went_offline(exc)
             # jittered, so a fleet that lost its database does not reconnect in lockstep
             self.next_connect = now + self.backoff * random.uniform(0.5, 1.0)
@@ -139,7 +137,7 @@ class Leadership:
             return {}
         try:
             self.db_now, still = self.locks.heartbeat(list(self.held))
-        except (psycopg.Error, OSError, LockUnavailable) as exc:
+        except LOCK_ERRORS as exc:
             self.lose_all(f"lock connection failed: {exc}")
             return {}
         for key in [k for k in self.held if k not in still]:
@@ -173,7 +171,7 @@ class Leadership:
                 log.warning("lost leadership of key %#x: unlock returned false", key)
                 self.pending.append((key, "lost", term, self.locks.name,
                                      "unlock returned false", datetime.now(UTC)))
-        except (psycopg.Error, OSError, LockUnavailable) as exc:
+        except LOCK_ERRORS as exc:
             log.warning("could not release key %#x cleanly (%s); closing the session", key, exc)
             self.locks.close()
 

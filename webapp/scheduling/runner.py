@@ -11,14 +11,13 @@ import random
 import threading
 import time
 
-import psycopg
 from flask import Flask
 
 from ..budget import check_connection_budget
 from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url, server_options
 from ..extensions import db
 from ..leadership import lock_session
-from ..leadership.base import LockUnavailable
+from ..leadership.base import LOCK_ERRORS
 from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
 from ..models import LeaderEvent
@@ -34,7 +33,7 @@ TICK_ERROR_RETRY = 5.0
 LOOP_ERROR_MAX = 5.0  # longest back-off after the loop itself failed
 MAX_DEFER = 2.0  # longest a publish backlog keeps the other keys' ticks waiting
 DRAIN_SECONDS = 10.0  # well inside gunicorn's graceful_timeout (25 s) minus the hand-over
-DB_ERRORS = (psycopg.Error, LockUnavailable, OSError)
+DB_ERRORS = LOCK_ERRORS
 
 
 class Scheduler:
