@@ -43,6 +43,7 @@ import os
 import pstats
 import re
 import resource
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -302,7 +303,8 @@ def profile_pages(url: str, paths: dict[str, list[str]], rounds: int) -> dict[st
     from tests.conftest import make_app
     from webapp.extensions import db
 
-    app = make_app(url, TESTING=False, WTF_CSRF_ENABLED=True, SCHEDULER_ENABLED=False)
+    app = make_app(url, TESTING=False, WTF_CSRF_ENABLED=True, SCHEDULER_ENABLED=False,
+                   SECRET_KEY=secrets.token_urlsafe(32))
     client = app.test_client()
     form = client.get("/login").get_data(as_text=True)
     resp = client.post("/login", data={"email": EMAIL, "password": PASSWORD, "next": "",

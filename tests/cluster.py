@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -15,6 +16,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+# gunicorn and flask commands run as in production, so with a key of 32 random bytes;
+# one per test run, shared by every instance it starts (they read each other's sessions)
+SECRET_KEY = secrets.token_urlsafe(32)
 ADMIN_URL = os.environ.get("SOLOIST_TEST_ADMIN_URL", "postgresql://root@127.0.0.1:5432/test")
 
 PUBLISH_KEY = 0x9A37B7A1
@@ -82,7 +86,7 @@ def base_env(database_url: str | None, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST"))}
     env.pop("DATABASE_URL", None)
     env.pop("LOCK_DATABASE_URL", None)
-    env.update({"SECRET_KEY": "test-secret", "PYTHONUNBUFFERED": "1"})
+    env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1"})
     if database_url:
         env["DATABASE_URL"] = database_url
     env.update({k: str(v) for k, v in extra.items()})

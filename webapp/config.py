@@ -1,5 +1,6 @@
 """Read configuration from the environment: the only module that reads os.environ."""
 
+import math
 import os
 import socket
 from collections.abc import Mapping
@@ -127,10 +128,40 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
     return config
 
 
+MIN_SECRET_BITS = 256  # 32 random bytes: secrets.token_urlsafe(32) or token_hex(32)
+_HEX = set("0123456789abcdefABCDEF")
+_CLASSES = (set("abcdefghijklmnopqrstuvwxyz"), set("ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+            set("0123456789"), set("-_"))
+
+
+def secret_key_bits(key: str) -> float:
+    """Estimate the random bits in a secret key: its length times the bits of its alphabet.
+
+    A key that repeats itself (few distinct characters or four-character runs) counts as
+    having none, however long: 'a' * 64 is one guess.
+    """
+    if len(set(key)) < 10:
+        return 0.0
+    grams = [key[i:i + 4] for i in range(len(key) - 3)]
+    if len(set(grams)) < 0.9 * len(grams):
+        return 0.0
+    if set(key) <= _HEX:
+        alphabet = 16
+    else:
+        alphabet = sum(len(c) for c in _CLASSES if c & set(key))
+        alphabet += 32 if set(key) - set().union(*_CLASSES) else 0
+    return len(key) * math.log2(alphabet)
+
+
 def check_production_config(config: Mapping) -> None:
-    """Refuse to start a production app without a secret key."""
-    if not config.get("SECRET_KEY") and not (config.get("DEBUG") or config.get("TESTING")):
+    """Refuse to start a production app without a secret key of 32 random bytes."""
+    if config.get("DEBUG") or config.get("TESTING"):
+        return
+    make = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    key = config.get("SECRET_KEY")
+    if not key:
+        raise ConfigError(f"SECRET_KEY is not set: set it to a long random string ({make})")
+    if secret_key_bits(str(key)) < MIN_SECRET_BITS:
         raise ConfigError(
-            "SECRET_KEY is not set: set it to a long random string "
-            "(python -c 'import secrets; print(secrets.token_urlsafe(32))')"
-        )
+            "SECRET_KEY is too guessable: it needs 32 random bytes (at least 43 characters "
+            f"of url-safe base64 or 64 hex digits, not a word or a pattern). Make one: {make}")

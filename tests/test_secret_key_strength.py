@@ -1,0 +1,53 @@
+"""Outside debug and tests, a SECRET_KEY without 32 bytes of randomness stops start-up."""
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from tests.cluster import ROOT, base_env
+from webapp.config import ConfigError, check_production_config
+
+PRODUCTION = {"DEBUG": False, "TESTING": False}
+
+
+@pytest.mark.parametrize("key", [
+    "x",
+    "test-secret",
+    "a" * 64,
+    "ab" * 40,
+    "0123456789" * 7,
+    secrets.token_urlsafe(31),
+    secrets.token_hex(31),
+    "correct horse battery staple",
+])
+def test_a_guessable_secret_key_stops_production_start_up(key):
+    with pytest.raises(ConfigError, match="SECRET_KEY") as refused:
+        check_production_config({**PRODUCTION, "SECRET_KEY": key})
+    assert len(key) < 4 or key not in str(refused.value)  # the message never repeats it
+
+
+@pytest.mark.parametrize("make", [
+    lambda: secrets.token_urlsafe(32),  # what the Makefile and the README recipes make
+    lambda: secrets.token_hex(32),  # Heroku's app.json "generator": "secret"
+    lambda: secrets.token_urlsafe(64),
+])
+def test_a_random_secret_key_of_32_bytes_starts(make):
+    for _ in range(200):
+        check_production_config({**PRODUCTION, "SECRET_KEY": make()})
+
+
+def test_debug_and_tests_accept_any_secret_key():
+    check_production_config({"DEBUG": True, "SECRET_KEY": "x"})
+    check_production_config({"TESTING": True, "SECRET_KEY": "x"})
+
+
+def test_every_real_process_the_repository_starts_has_a_strong_secret_key():
+    check_production_config({**PRODUCTION, "SECRET_KEY": base_env(None)["SECRET_KEY"]})
+    makefile = (ROOT / "Makefile").read_text()
+    assert "secrets.token_urlsafe(32)" in makefile
+    app_json = json.loads(Path(ROOT / "app.json").read_text())
+    assert app_json["env"]["SECRET_KEY"]["generator"] == "secret"  # 64 hex digits
+    readme = (ROOT / "README.md").read_text()
+    assert "token_urlsafe(32)" in readme
