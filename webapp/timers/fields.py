@@ -17,6 +17,7 @@ MAX_RUNTIME_LIMIT = 24 * 3600
 MAX_GRACE = 30 * 86400
 MAX_FAILURES_LIMIT = 1000
 MAX_PERIOD = timedelta(days=3660)  # every N units: at most about 10 years between runs
+MAX_CRON = 120  # the column's length
 
 
 @lru_cache(maxsize=1)
@@ -109,6 +110,9 @@ def _schedule(data: Mapping, zone: str | None, errors: dict) -> dict:
     elif kind == "cron":
         values["cron"] = " ".join(_text(data, "cron").split())
         problem = check_cron(values["cron"])
+        if len(values["cron"]) > MAX_CRON:
+            problem = (f"Keep the cron expression to {MAX_CRON} characters (it has "
+                       f"{len(values['cron'])}); ranges such as 0-40 shorten lists.")
         if problem:
             errors["cron"] = problem
     else:
