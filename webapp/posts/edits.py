@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from ..db import database_now
 from ..extensions import db
 from ..models import Post
+from ..xmltext import unsafe_character
 from .errors import PostError, PostNotFound, StalePost
 
 MAX_TITLE = 200
@@ -44,19 +45,27 @@ def check_fields(title: str, slug: str, body: str) -> PostFields:
         errors["title"] = "Give the post a title."
     elif len(title) > MAX_TITLE:
         errors["title"] = f"Keep the title under {MAX_TITLE} characters (it has {len(title)})."
+    elif found := unsafe_character(title):
+        errors["title"] = _unsafe(found)
     slug = slug or slugify(title)
     if not slug and title:
         errors["slug"] = "Type a slug: letters, digits and dashes, e.g. my-first-post."
     elif slug and (len(slug) > MAX_SLUG or not SLUG_PATTERN.match(slug)):
         errors["slug"] = (f"Use lower-case letters, digits and single dashes, at most "
                           f"{MAX_SLUG} characters, e.g. my-first-post.")
-    size = len(body.encode())
-    if size > MAX_BODY_BYTES:
+    if found := unsafe_character(body):  # first: a lone surrogate cannot even be measured
+        errors["body"] = _unsafe(found)
+    elif (size := len(body.encode())) > MAX_BODY_BYTES:
         errors["body"] = (f"The body is {-(-size // 1000)} kB; the limit is "
                           f"{MAX_BODY_BYTES // 1000} kB. Shorten it or split the post.")
     if errors:
         raise PostError(errors)
     return PostFields(title, slug, body)
+
+
+def _unsafe(found: str) -> str:
+    return (f"Remove the control character {found}: the feed and the sites that read it "
+            "cannot hold it.")
 
 
 def content_digest(title: str, slug: str, body: str) -> str:

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, Response, abort, jsonify, render_template, request
 
-from .. import markdown, posts
+from .. import markdown, posts, xmltext
 from ..db import ping
 from ..scheduling import process
 
@@ -38,6 +38,12 @@ def feed():
     updated = max((p.updated_at for p, _ in entries), default=None)
     xml = render_template("site/feed.xml", entries=entries, updated=updated)
     return Response(xml, mimetype="application/atom+xml")
+
+
+@bp.app_template_filter("xml_text")
+def xml_text(text: str) -> str:
+    """Drop the characters XML cannot hold (rows stored before posts refused them)."""
+    return xmltext.strip_unsafe(str(text))
 
 
 @bp.get("/healthz")
