@@ -42,7 +42,7 @@ FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's d
 CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 # a valid timer form: every 5 minutes, in UTC
-TIMER = {"name": "Review timer", "action": "housekeeping.trim", "params": "{}", "kind": "every",
+TIMER = {"name": "Review timer", "action": "sitemap.rebuild", "params": "{}", "kind": "every",
          "every": "5", "unit": "minutes", "cron": "", "run_at": "", "start_at": "",
          "timezone": "UTC", "misfire": "run_once", "grace_seconds": "60",
          "max_runtime_seconds": "300", "max_failures": "5"}

@@ -14,6 +14,8 @@ from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import UNITS, Schedule
 from ..security import role_required
+from ..timers import access
+from .errors import render_error
 
 bp = Blueprint("timers", __name__, url_prefix="/admin/timers")
 
@@ -41,6 +43,33 @@ def _timer_or_404(timer_id: int) -> Timer:
     if timer is None:
         abort(404)
     return timer
+
+
+class Refused(Exception):
+    """The signed-in user may not touch this plugin's timers (answered 403 with why)."""
+
+
+@bp.errorhandler(Refused)
+def refused(exc: Refused):
+    """Answer a refused change with a 403 page saying why."""
+    return render_error(403, str(exc))
+
+
+def _check_may_change(plugin: str) -> None:
+    if not access.may_change(current_user, plugin):
+        raise Refused(access.refusal(plugin))
+
+
+def _changeable(timer_id: int) -> Timer:
+    timer = _timer_or_404(timer_id)
+    _check_may_change(timer.plugin)
+    return timer
+
+
+@bp.app_template_global("may_change_timer")
+def may_change_timer(timer: Timer) -> bool:
+    """Return whether the signed-in user may change, run or pause timer (controls shown)."""
+    return access.may_change(current_user, timer.plugin)
 
 
 def _state(timer: Timer, enabled: set[str], loaded: set[str]) -> tuple[str, str]:
@@ -79,8 +108,10 @@ def _form_of(timer: Timer) -> dict:
 
 
 def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: int = 200):
+    actions = [(qualified, action) for qualified, action in registry.action_choices()
+               if access.may_change(current_user, access.plugin_of(qualified))]
     return render_template("timers/form.html", form=form, errors=errors, timer=timer,
-                           actions=registry.action_choices(), units=UNITS,
+                           actions=actions, units=UNITS,
                            misfire=domain.MISFIRE, zones=sorted(domain.zones())), status
 
 
@@ -94,6 +125,7 @@ def create():
                 "max_failures": 5, "params": "{}"}
         return _render_form(form, {})
     form = {name: request.form.get(name, "") for name in FIELDS}
+    _check_may_change(access.plugin_of(form["action"]))
     try:
         timer = domain.create_timer(form)
     except ValidationError as exc:
@@ -107,10 +139,11 @@ def create():
 @role_required("editor")
 def edit(timer_id: int):
     """Show a timer's form; save the changes on POST."""
-    timer = _timer_or_404(timer_id)
+    timer = _changeable(timer_id)
     if request.method != "POST":  # GET or HEAD: never a write
         return _render_form(_form_of(timer), {}, timer)
     form = {name: request.form.get(name, "") for name in FIELDS}
+    _check_may_change(access.plugin_of(form["action"]))
     try:
         domain.update_timer(timer, form)
     except ValidationError as exc:
@@ -147,7 +180,7 @@ def runs(timer_id: int):
 @role_required("editor")
 def run_now(timer_id: int):
     """Queue a run for the plugin leader."""
-    domain.queue_run_now(_timer_or_404(timer_id))
+    domain.queue_run_now(_changeable(timer_id))
     flash("Run queued; the plugin scheduler starts it in a moment.", "success")
     return redirect(url_for("timers.detail", timer_id=timer_id), code=303)
 
@@ -156,7 +189,7 @@ def run_now(timer_id: int):
 @role_required("editor")
 def pause(timer_id: int):
     """Pause a timer."""
-    domain.pause(_timer_or_404(timer_id), f"Paused by {current_user.email}.")
+    domain.pause(_changeable(timer_id), f"Paused by {current_user.email}.")
     flash("Timer paused.", "success")
     return redirect(request.form.get("back") == "index" and url_for("timers.index")
                     or url_for("timers.detail", timer_id=timer_id), code=303)
@@ -166,7 +199,7 @@ def pause(timer_id: int):
 @role_required("editor")
 def resume(timer_id: int):
     """Resume a paused timer from its next slot."""
-    domain.resume(_timer_or_404(timer_id))
+    domain.resume(_changeable(timer_id))
     flash("Timer resumed.", "success")
     return redirect(request.form.get("back") == "index" and url_for("timers.index")
                     or url_for("timers.detail", timer_id=timer_id), code=303)
@@ -176,7 +209,7 @@ def resume(timer_id: int):
 @role_required("editor")
 def delete(timer_id: int):
     """Delete a timer (not a plugin's own)."""
-    timer = _timer_or_404(timer_id)
+    timer = _changeable(timer_id)
     try:
         domain.delete_timer(timer)
     except ValidationError as exc:

@@ -1,6 +1,6 @@
 """Serve the webhooks and timers endpoints of the JSON API."""
 
-from flask import jsonify, url_for
+from flask import g, jsonify, url_for
 
 from ... import timers
 from ...extensions import db
@@ -8,6 +8,7 @@ from ...models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
 from ...plugins import endpoints
 from ...plugins.base import ValidationError
 from ...timefmt import iso
+from ...timers import access
 from .auth import api_role
 from .blueprint import bp
 from .errors import ApiError, created, invalid
@@ -113,5 +114,7 @@ def run_timer(timer_id: int):
     timer = db.session.get(Timer, timer_id)
     if timer is None:
         raise ApiError(404, "Not found", "No timer has that id.")
+    if not access.may_change(g.api_user, timer.plugin):
+        raise ApiError(403, "Forbidden", access.refusal(timer.plugin))
     run = timers.queue_run_now(timer)
     return jsonify(timer=timer_json(timer), run=run_json(run)), 202
