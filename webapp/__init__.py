@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from . import timefmt
+from . import siteurl, timefmt
 from .config import check_production_config, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args
 from .extensions import db, migrate
@@ -28,6 +28,7 @@ def create_app(config: dict | None = None) -> Flask:
     configure_database(app)
     register_extensions(app)
     register_blueprints(app)
+    siteurl.init_app(app)
     timefmt.init_app(app)
     register_commands(app)
     register_scheduler(app, config)

@@ -4,6 +4,7 @@ import math
 import os
 import socket
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -65,6 +66,25 @@ def normalise_database_url(url: str, name: str = "DATABASE_URL") -> str:
     raise ConfigError(f"{name} must be a postgres:// or sqlite: URL, not {url.split(':')[0]}:…")
 
 
+def site_url(env: Mapping[str, str]) -> str | None:
+    """Return SITE_URL (scheme, host, optional path prefix, no trailing slash), or None."""
+    raw = env.get("SITE_URL", "").strip()
+    if not raw:
+        return None
+    example = "an http(s) URL such as https://example.com or https://example.com/blog"
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018  (raises ValueError on a port out of range)
+    except ValueError:
+        raise ConfigError(f"SITE_URL must be {example}, not {raw!r}") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname or (
+            any(c.isspace() or ord(c) < 32 for c in raw)):
+        raise ConfigError(f"SITE_URL must be {example}, not {raw!r}")
+    if parts.query or parts.fragment or "?" in raw or "#" in raw or "@" in parts.netloc:
+        raise ConfigError(f"SITE_URL must be {example}: no query (?), fragment (#) or user@")
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
 def instance_name(env: Mapping[str, str]) -> str:
     """Name this instance from the platform's variables, else the hostname."""
     for name in (
@@ -88,6 +108,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "DEBUG": debug,
         "TESTING": testing,
         "SECRET_KEY": env.get("SECRET_KEY") or None,
+        "SITE_URL": site_url(env),
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),

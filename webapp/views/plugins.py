@@ -1,6 +1,6 @@
 """Plugins: what is loaded, what is broken and why, switching them on and off; the sitemap."""
 
-from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, Response, abort, flash, redirect, render_template, url_for
 
 from ..plugins import hooks, registry, sitemap
 from ..security import role_required
@@ -38,5 +38,5 @@ def sitemap_xml():
     if stored is None:
         abort(404)
     xml = render_template("plugins/sitemap.xml", entries=stored["entries"],
-                          root=request.url_root.rstrip("/"))
+                          root=url_for("site.index", _external=True).rstrip("/"))
     return Response(xml, mimetype="application/xml")
