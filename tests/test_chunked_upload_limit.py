@@ -1,0 +1,105 @@
+"""A chunked request body (no Content-Length) over the upload limit is refused with 413.
+
+Against a real gunicorn: it de-chunks the body itself and tells the app so
+(wsgi.input_terminated), so nothing before the app sees how long the body will be.
+"""
+
+import http.client
+import json
+import urllib.request
+
+import pytest
+
+from tests.cluster import Instance, create_database, drop_database, flask_cmd, wait_for
+from tests.support import PASSWORD, postgres_or_skip
+from webapp.security import UPLOAD_LIMIT
+
+ADMIN = "admin@example.com"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Return (instance, token, database URL): one gunicorn worker on a database of its own."""
+    postgres_or_skip()
+    url = create_database("soloist_chunked")
+    instance = None
+    try:
+        env = {"SCHEDULER_ENABLED": "false"}
+        probe = Instance("chunked", url, workers=1, log_dir=tmp_path_factory.mktemp("c"), **env)
+        flask_cmd(probe.env, "db", "upgrade")
+        flask_cmd(probe.env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
+        token = flask_cmd(probe.env, "create-token", ADMIN).stdout.split()[-1]
+        instance = probe.start()
+        wait_for(lambda: _up(instance), 30, "gunicorn answering /healthz")
+        yield instance, token, url
+    finally:
+        if instance is not None:
+            instance.stop()
+        drop_database(url)
+
+
+def _up(instance: Instance) -> bool:
+    try:
+        with urllib.request.urlopen(instance.url + "/healthz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def send_chunked(instance: Instance, path: str, body: bytes, headers: dict,
+                 chunk: int = 64 * 1024) -> tuple[int, bytes]:
+    """POST body with Transfer-Encoding: chunked; return the status and the answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", instance.port, timeout=30)
+    try:
+        conn.putrequest("POST", path)
+        for name, value in {**headers, "Transfer-Encoding": "chunked"}.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        try:
+            for start in range(0, len(body), chunk):
+                piece = body[start:start + chunk]
+                conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before reading it all: read its answer
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def api_posts(instance: Instance, token: str) -> list[dict]:
+    """Return the posts the API lists."""
+    request = urllib.request.Request(instance.url + "/api/posts",
+                                     headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)["posts"]
+
+
+def test_a_chunked_json_body_over_the_limit_is_refused_and_creates_nothing(server):
+    instance, token, _ = server
+    body = json.dumps({"title": "Too big", "body": "a" * (UPLOAD_LIMIT + 100_000)}).encode()
+    status, answer = send_chunked(instance, "/api/posts", body, {
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert status == 413, answer[:300]
+    assert json.loads(answer)["error"]
+    assert api_posts(instance, token) == []
+
+
+def test_a_chunked_form_over_the_limit_is_refused(server):
+    instance, _, _ = server
+    body = b"email=a%40b.c&password=" + b"x" * (UPLOAD_LIMIT + 100_000)
+    status, answer = send_chunked(instance, "/login", body, {
+        "Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 413, answer[:300]
+    assert b"too large" in answer
+
+
+def test_a_chunked_body_under_the_limit_is_read_whole(server):
+    instance, token, _ = server
+    text = "b" * (UPLOAD_LIMIT // 2)
+    body = json.dumps({"title": "Chunked", "body": text[:150_000]}).encode()
+    status, answer = send_chunked(instance, "/api/posts", body, {
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    assert status == 201, answer[:300]
+    assert [p["title"] for p in api_posts(instance, token)] == ["Chunked"]

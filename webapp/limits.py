@@ -1,0 +1,59 @@
+"""Refuse a request body over MAX_CONTENT_LENGTH, chunked ones (no Content-Length) included.
+
+Werkzeug checks a declared Content-Length. A chunked body has none: gunicorn de-chunks
+it (wsgi.input_terminated) and werkzeug reads it up to the limit and stops there, so a
+body cut off at the limit was processed as if it were all. This reads a chunked body
+before the app does, at most one byte past the limit, and refuses it (413) when it is
+longer: the app sees the whole body or none of it.
+"""
+
+import io
+
+from flask import Flask, abort, request
+
+TOO_LARGE = "soloist.body_too_large"
+
+
+def init_app(app: Flask) -> None:
+    """Read chunked bodies whole before the app, refusing those over MAX_CONTENT_LENGTH."""
+    app.wsgi_app = ChunkedBodyLimit(app.wsgi_app, app)
+    app.before_request(refuse_body_too_large)
+
+
+def refuse_body_too_large() -> None:
+    """Answer 413 (a page, or JSON under /api) for a chunked body over the limit."""
+    if request.environ.get(TOO_LARGE):
+        abort(413)
+
+
+class ChunkedBodyLimit:
+    """WSGI middleware: buffer a chunked body up to the limit; mark a longer one too large."""
+
+    def __init__(self, wsgi_app, app: Flask) -> None:
+        self.wsgi_app = wsgi_app
+        self.app = app
+
+    def __call__(self, environ: dict, start_response):
+        limit = self.app.config.get("MAX_CONTENT_LENGTH")
+        chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
+        if limit is not None and chunked and not environ.get("CONTENT_LENGTH"):
+            body = read_at_most(environ["wsgi.input"], limit + 1)
+            if len(body) > limit:
+                environ[TOO_LARGE] = True
+                body = b""  # werkzeug refuses the declared length before reading anything
+            # the app reads a body of known length now (werkzeug ignores one while chunked)
+            del environ["HTTP_TRANSFER_ENCODING"]
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(limit + 1 if environ.get(TOO_LARGE) else len(body))
+        return self.wsgi_app(environ, start_response)
+
+
+def read_at_most(stream, size: int, block: int = 64 * 1024) -> bytes:
+    """Return the stream's bytes up to size (fewer when it ends first)."""
+    out = bytearray()
+    while len(out) < size:
+        data = stream.read(min(block, size - len(out)))
+        if not data:
+            break
+        out.extend(data)
+    return bytes(out)
