@@ -145,11 +145,12 @@ class AuthActions:
 
     def login(self, role: str = "editor", *, email: str | None = None,
               password: str = PASSWORD, timezone: str = "UTC", client=None,
-              headers: dict | None = None, **fields: str):
+              headers: dict | None = None, address: str = "127.0.0.1", **fields: str):
         """Submit the sign-in form on client (this one by default); return the response.
 
         email defaults to <role>@example.com; when no user has it, an active one with role
-        and timezone is created first. fields are more form fields (next, zone).
+        and timezone is created first. address is the client's (REMOTE_ADDR); fields are
+        more form fields (next, zone).
         """
         client = client or self._client
         email = email or f"{role}@example.com"
@@ -160,7 +161,7 @@ class AuthActions:
         if known is None:
             add_user(app, email, role, timezone=timezone)
         return post_form(client, "/login", {"email": email, "password": password, **fields},
-                         headers=headers or {})
+                         headers=headers or {}, environ_base={"REMOTE_ADDR": address})
 
     def logout(self, client=None):
         """Submit the sign-out form on client (this one by default); return the response."""

@@ -2,8 +2,9 @@
 
 A token is 256 random bits, so a plain SHA-256 is enough to store it safely (no
 password stretching needed), and looking it up by hash leaks nothing useful.
-The role is the user's current role, read on every request: demoting or
-deactivating a user takes effect on their tokens at once.
+The role is the user's current role, read on every request: demoting a user takes
+effect on their tokens at once. A password change, a reset or deactivation revokes
+them (webapp.accounts); a revoked token stays listed, with when and why.
 """
 
 import hashlib
@@ -24,10 +25,12 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, label: str = "") -> str:
-    """Create a token for user and return it; only its hash is kept."""
+def create_token(user: User, label: str = "", days: int | None = None) -> str:
+    """Create a token for user (expiring after days, if given) and return it once."""
     token = PREFIX + secrets.token_urlsafe(32)
-    db.session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), label=label[:100]))
+    expires = utcnow() + timedelta(days=days) if days else None
+    db.session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), label=label[:100],
+                            expires_at=expires))
     db.session.commit()
     return token
 
@@ -36,22 +39,36 @@ def user_for_token(token: str) -> User | None:
     """Return the active user a token belongs to, or None."""
     if not token.startswith(PREFIX) or len(token) > 200:
         return None
+    now = utcnow()
     found = db.session.execute(
         sa.select(ApiToken, User).join(User, User.id == ApiToken.user_id)
-        .where(ApiToken.token_hash == hash_token(token))
+        .where(ApiToken.token_hash == hash_token(token), ApiToken.revoked_at.is_(None),
+               sa.or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now))
     ).first()
     if found is None or not found.User.active:
         return None
     record, user = found
-    now = utcnow()
     if record.last_used_at is None or now - record.last_used_at > TOUCH_EVERY:
         record.last_used_at = now
         db.session.commit()
     return user
 
 
-def revoke_tokens(user: User) -> int:
-    """Delete every token of user; return how many there were."""
-    result = db.session.execute(sa.delete(ApiToken).where(ApiToken.user_id == user.id))
-    db.session.commit()
-    return result.rowcount
+def revoke_tokens(user: User, why: str, only: int | None = None) -> int:
+    """Revoke user's live tokens (or only the one with id only); return how many.
+
+    The caller commits, with whatever change revokes them.
+    """
+    statement = sa.update(ApiToken).where(ApiToken.user_id == user.id,
+                                          ApiToken.revoked_at.is_(None))
+    if only is not None:
+        statement = statement.where(ApiToken.id == only)
+    return db.session.execute(statement.values(revoked_at=utcnow(), revoked_why=why)).rowcount
+
+
+def list_tokens(user: User, limit: int = 50) -> list[ApiToken]:
+    """Return user's tokens, live ones first, newest first."""
+    return list(db.session.scalars(
+        sa.select(ApiToken).where(ApiToken.user_id == user.id)
+        .order_by(ApiToken.revoked_at.is_not(None), ApiToken.created_at.desc())
+        .limit(limit)))

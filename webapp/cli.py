@@ -75,12 +75,14 @@ def _user(email: str) -> User:
 @with_appcontext
 @click.argument("email")
 @click.option("--label", default="", help="What the token is for, e.g. 'deploy script'.")
-def create_token_command(email: str, label: str) -> None:
+@click.option("--days", type=click.IntRange(1, 3650), default=None,
+              help="Expire the token after this many days (default: never).")
+def create_token_command(email: str, label: str, days: int | None) -> None:
     """Create an API token for a user; print it once, on the last line."""
     user = _user(email)
     if not user.active:
         raise click.ClickException(f"{user.email} is deactivated; activate the user first")
-    token = create_token(user, label)
+    token = create_token(user, label, days)
     click.echo(f"Created an API token for {user.email} (acts with the role {user.role}).")
     click.echo("It is shown once and stored only as a hash: copy it now. Send it as")
     click.echo("'Authorization: Bearer <token>'.")
@@ -93,4 +95,6 @@ def create_token_command(email: str, label: str) -> None:
 def revoke_tokens_command(email: str) -> None:
     """Revoke every API token of a user."""
     user = _user(email)
-    click.echo(f"Revoked {revoke_tokens(user)} API token(s) of {user.email}.")
+    revoked = revoke_tokens(user, "revoked from the command line")
+    db.session.commit()
+    click.echo(f"Revoked {revoked} API token(s) of {user.email}.")

@@ -113,7 +113,11 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
         "SCHEDULER_ENABLED": env_bool(env, "SCHEDULER_ENABLED", True),
-        "TRUST_PROXY_HOPS": env_int(env, "TRUST_PROXY_HOPS", 1),
+        # exposed directly, X-Forwarded-For is whatever the client says: trust no proxy
+        # unless the platform recipe names its router (Heroku, Render, Fly.io: 1)
+        "TRUST_PROXY_HOPS": env_int(env, "TRUST_PROXY_HOPS", 0),
+        "SESSION_IDLE_HOURS": env_float(env, "SESSION_IDLE_HOURS", 24.0 * 7, 0.01),
+        "SESSION_MAX_DAYS": env_float(env, "SESSION_MAX_DAYS", 30.0, 0.01),
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),

@@ -1,26 +1,21 @@
-"""Sign-in sessions, roles checked on the server, and limits on password guessing."""
+"""Sign-in cookies, roles checked on the server, safe next= targets and client addresses."""
 
-import re
-import secrets
 from collections.abc import Callable
 from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlsplit
 
-import sqlalchemy as sa
 from flask import Flask, abort, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .extensions import csrf, db, login_manager
-from .models import LoginFailure, User, utcnow
+from .extensions import csrf, login_manager
+from .models import User
+from .sessions import load_session
+from .throttle import address_bucket
 
-FAILURE_WINDOW = timedelta(minutes=15)
-MAX_FAILURES_PER_ACCOUNT = 5
-MAX_FAILURES_PER_ADDRESS = 20
 UPLOAD_LIMIT = 2 * 1024 * 1024
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 def init_app(app: Flask) -> None:
@@ -40,6 +35,8 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("REMEMBER_COOKIE_HTTPONLY", True)
     app.config.setdefault("REMEMBER_COOKIE_SAMESITE", "Lax")
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # tied to the session instead
+    # the cookie outlives a browser restart as long as the server-side session may
+    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(days=app.config["SESSION_MAX_DAYS"])
     app.session_interface = SessionInterface()
     app.before_request(refuse_nul_characters)
     app.before_request(require_new_password)
@@ -62,15 +59,9 @@ class SessionInterface(SecureCookieSessionInterface):
 
 
 @login_manager.user_loader
-def load_user(session_id: str) -> User | None:
-    """Return the signed-in user if the session is still valid."""
-    user_id, _, version = session_id.partition(":")
-    if not user_id.isdigit():
-        return None
-    user = db.session.get(User, int(user_id))
-    if user is None or not user.active or str(user.session_version) != version:
-        return None
-    return user
+def load_user(secret: str) -> User | None:
+    """Return the signed-in user while their server-side session is live."""
+    return load_session(secret)
 
 
 def role_required(role: str) -> Callable:
@@ -135,127 +126,5 @@ def is_safe_next(target: str | None) -> bool:
 
 
 def client_address() -> str:
-    """Return the client's address (ProxyFix has already trusted the router's header)."""
-    return (request.remote_addr or "unknown")[:64]
-
-
-def too_many_failures(email: str, address: str) -> bool:
-    """Return whether sign-in is locked for this account or address for now."""
-    since = utcnow() - FAILURE_WINDOW
-    per_account = db.session.scalar(sa.select(sa.func.count()).where(
-        LoginFailure.email == email, LoginFailure.at >= since))
-    per_address = db.session.scalar(sa.select(sa.func.count()).where(
-        LoginFailure.address == address, LoginFailure.at >= since))
-    return per_account >= MAX_FAILURES_PER_ACCOUNT or per_address >= MAX_FAILURES_PER_ADDRESS
-
-
-def record_failure(email: str, address: str) -> None:
-    """Remember one failed sign-in."""
-    db.session.add(LoginFailure(email=email[:254], address=address))
-    db.session.commit()
-
-
-def clear_failures(email: str) -> None:
-    """Forget an account's failures after it signs in."""
-    db.session.execute(sa.delete(LoginFailure).where(LoginFailure.email == email))
-    db.session.commit()
-
-
-# Accounts -------------------------------------------------------------------------------
-
-MAX_USER_ID = 2**31 - 1  # users.id is an INTEGER: a larger id in a URL names nobody
-
-
-def find_user(email: str) -> User | None:
-    """Return the user with this (lower-case) email, if any."""
-    return db.session.scalar(sa.select(User).where(User.email == email))
-
-
-def get_user(user_id: int) -> User | None:
-    """Return the user with this id, if any."""
-    return db.session.get(User, user_id) if 0 < user_id <= MAX_USER_ID else None
-
-
-def list_users() -> list[User]:
-    """Return every user, by email."""
-    return list(db.session.scalars(sa.select(User).order_by(User.email)))
-
-
-class AccountError(ValueError):
-    """An account change was refused; errors maps a form field (or "form") to why."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
-
-
-def one_time_password() -> str:
-    """Return a random password for an admin to hand over once."""
-    return secrets.token_urlsafe(12)
-
-
-def create_account(email: str, role: str) -> tuple[User, str]:
-    """Create an active user with a one-time password they must change; return both."""
-    email = email.strip().lower()
-    errors = {}
-    if not EMAIL.match(email) or len(email) > 254:
-        errors["email"] = "Type an email address, like ada@example.com."
-    elif db.session.scalar(sa.select(User.id).where(User.email == email)) is not None:
-        errors["email"] = "A user with this email exists already."
-    if role not in User.ROLES:
-        errors["role"] = "Pick admin, editor or viewer."
-    if errors:
-        raise AccountError(errors)
-    password = one_time_password()
-    # no time zone yet: the first sign-in takes the browser's
-    user = User(email=email, role=role, active=True, timezone="", must_change_password=True)
-    user.set_password(password)
-    db.session.add(user)
-    try:
-        db.session.commit()
-    except sa.exc.IntegrityError:
-        db.session.rollback()
-        raise AccountError({"email": "A user with this email exists already."}) from None
-    return user, password
-
-
-def reset_password(user: User) -> str:
-    """Give user a new one-time password and end their sessions; return the password."""
-    password = one_time_password()
-    user.set_password(password)
-    user.must_change_password = True
-    user.session_version += 1
-    db.session.commit()
-    return password
-
-
-def change_role(user: User, role: str) -> None:
-    """Change user's role, never leaving the site without an active admin."""
-    if role not in User.ROLES:
-        raise AccountError({"role": "Pick admin, editor or viewer."})
-    if role != "admin":
-        _keep_an_admin(user, "change the role of")
-    user.role = role
-    db.session.commit()
-
-
-def set_active(user: User, active: bool) -> None:
-    """Activate or deactivate user (ending their sessions), keeping an active admin."""
-    if not active:
-        _keep_an_admin(user, "deactivate")
-        user.session_version += 1
-    user.active = active
-    db.session.commit()
-
-
-def _keep_an_admin(user: User, action: str) -> None:
-    """Refuse to take away the last active admin (rows locked against a concurrent change)."""
-    if not (user.active and user.role == "admin"):
-        return
-    admins = db.session.scalars(
-        sa.select(User.id).where(User.role == "admin", User.active.is_(True))
-        .with_for_update()).all()
-    if set(admins) <= {user.id}:
-        db.session.rollback()
-        raise AccountError({"form": f"You cannot {action} the last active admin: make another "
-                                    "user an admin first."})
+    """Return the client's address, an IPv6 client's /64 (ProxyFix applied the router's)."""
+    return address_bucket(request.remote_addr or "unknown")

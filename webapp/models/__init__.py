@@ -1,6 +1,6 @@
 """Re-export the typed models, one module per concept; import them from here."""
 
-from .accounts import ApiToken, LoginFailure, User
+from .accounts import ApiToken, LoginFailure, User, UserSession
 from .leadership import LeaderEvent, LeaderState
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
@@ -22,6 +22,7 @@ __all__ = [
     "TimerRun",
     "UTCDateTime",
     "User",
+    "UserSession",
     "WebhookDelivery",
     "WebhookEndpoint",
     "utcnow",

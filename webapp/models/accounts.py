@@ -1,4 +1,4 @@
-"""Model the people who sign in: users, failed sign-ins and API tokens."""
+"""Model the people who sign in: users, their sessions, failed sign-ins and API tokens."""
 
 from datetime import datetime
 
@@ -22,7 +22,6 @@ class User(db.Model):
     active: Mapped[bool] = mapped_column(default=True)
     timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC", server_default="UTC")
     must_change_password: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
-    session_version: Mapped[int] = mapped_column(default=1, server_default="1")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     ROLES = ("admin", "editor", "viewer")
@@ -42,8 +41,11 @@ class User(db.Model):
         return False
 
     def get_id(self) -> str:
-        """Return the session id: user id and session version, so a reset logs out."""
-        return f"{self.id}:{self.session_version}"
+        """Return what Flask-Login keeps in the cookie: the secret of this browser's session.
+
+        webapp.sessions sets it at sign-in; a user object loaded any other way has none.
+        """
+        return getattr(self, "session_secret", "")
 
     def can(self, role: str) -> bool:
         """Return whether this user has at least role."""
@@ -71,6 +73,27 @@ class LoginFailure(db.Model):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class UserSession(db.Model):
+    """A signed-in browser: the cookie holds a random secret, the server its SHA-256.
+
+    Ending the row (sign-out, a password change or reset, deactivation, an admin) ends the
+    session at once, whatever copies of the cookie exist.
+    """
+
+    __tablename__ = "user_sessions"
+    __table_args__ = (sa.Index("ix_user_sessions_user_id_address", "user_id", "address"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"))
+    secret_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    address: Mapped[str] = mapped_column(sa.String(64), default="")
+    user_agent: Mapped[str] = mapped_column(sa.String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_why: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
+
+
 class ApiToken(db.Model):
     """A bearer token for the JSON API; only its SHA-256 is stored, it acts as its user."""
 
@@ -83,3 +106,15 @@ class ApiToken(db.Model):
     label: Mapped[str] = mapped_column(sa.String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_why: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
+
+    @property
+    def state(self) -> str:
+        """Return live, expired or revoked."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= utcnow():
+            return "expired"
+        return "live"

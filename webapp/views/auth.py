@@ -1,23 +1,33 @@
-"""Sign in, sign out, and the signed-in user's own settings."""
+"""Sign in, sign out, and the signed-in user's own settings, sessions and API tokens."""
 
-from flask import Blueprint, flash, redirect, render_template, request, session, url_for
+from flask import (
+    Blueprint,
+    abort,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_login import current_user, login_required, login_user, logout_user
 
+from .. import sessions, throttle
+from ..accounts import (
+    change_password,
+    check_credentials,
+    end_one,
+    password_errors,
+)
+from ..apitokens import create_token, list_tokens
 from ..extensions import db
 from ..models import User
-from ..security import (
-    clear_failures,
-    client_address,
-    find_user,
-    is_safe_next,
-    record_failure,
-    too_many_failures,
-)
+from ..security import client_address, is_safe_next
 from ..timezones import is_zone, zone_names
 
 bp = Blueprint("auth", __name__)
 
-MIN_PASSWORD = 10
+TOKEN_DAYS = {"30": 30, "90": 90, "365": 365, "": None}  # the settings form's choices
 
 
 @bp.route("/login", methods=["GET", "POST"])
@@ -28,25 +38,34 @@ def login():
         return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
     if request.method != "POST":  # GET or HEAD: never a write
         return render_template("auth/login.html", email="", next=next_url)
-    email = request.form.get("email", "").strip().lower()
-    password = request.form.get("password", "")
+    email = request.form.get("email", "").strip().lower()[:254]
     address = client_address()
-    if too_many_failures(email, address):
-        flash("Too many failed sign-ins. Wait 15 minutes and try again.", "error")
-        return render_template("auth/login.html", email=email, next=next_url), 429
-    user = find_user(email)
-    if user is None or not user.active or not user.check_password(password):
-        record_failure(email, address)  # counted, never slept on: no request thread waits
+    wait = throttle.wait_seconds(email, address)
+    if wait:
+        # answered at once, the password unchecked: no thread waits, no guess is tried
+        flash(f"Too many failed sign-ins. Try again in {throttle.wait_message(wait)}.", "error")
+        page = render_template("auth/login.html", email=email, next=next_url)
+        return page, 429, {"Retry-After": str(wait)}
+    user = check_credentials(email, request.form.get("password", ""))
+    if user is None:
+        throttle.record_failure(email, address)
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
-    clear_failures(email)
+    throttle.clear_failures(email, address)
     _adopt_browser_zone(user, request.form.get("zone", ""))
-    session.clear()  # a fresh session at sign-in (no fixation)
-    login_user(user)
+    _start(user, address)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
     return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
+
+
+def _start(user: User, address: str) -> None:
+    """Start a fresh server-side session and cookie for user (no fixation)."""
+    session.clear()
+    session.permanent = True
+    sessions.start_session(user, address, request.headers.get("User-Agent", ""))
+    login_user(user)
 
 
 def _adopt_browser_zone(user: User, zone: str) -> None:
@@ -59,27 +78,40 @@ def _adopt_browser_zone(user: User, zone: str) -> None:
 @bp.post("/logout")
 @login_required
 def logout():
-    """Sign out."""
+    """Sign out: end this session on the server, so no copy of the cookie works again."""
+    sessions.end_session(current_user.session_secret)
     logout_user()
     session.clear()
     flash("Signed out.", "info")
     return redirect(url_for("auth.login"), code=303)
 
 
+def _settings_page(status: int = 200, **context):
+    context.setdefault("form", {"timezone": current_user.timezone})
+    context.setdefault("errors", {})
+    context.setdefault("token_form", {"label": "", "days": "90"})
+    page = render_template(
+        "auth/settings.html", zones=sorted(zone_names()),
+        sessions=sessions.list_sessions(current_user), tokens=list_tokens(current_user),
+        this_session=getattr(current_user, "session_id", None),
+        end_session_url=lambda s: url_for("auth.end_own_session", session_id=s.id),
+        revoke_token_url=lambda t: url_for("auth.revoke_api_token", token_id=t.id), **context)
+    # a page that shows a new token must not be kept by the browser or a proxy
+    return page, status, {"Cache-Control": "no-store"}
+
+
 @bp.route("/settings", methods=["GET", "POST"])
 @login_required
 def settings():
     """Change one's own time zone and password."""
-    errors: dict[str, str] = {}
-    form = {"timezone": current_user.timezone}
-    if request.method == "POST":
-        form = {"timezone": request.form.get("timezone", "").strip()}
-        errors = _save_settings(form["timezone"], request.form)
-        if not errors:
-            flash("Settings saved.", "success")
-            return redirect(url_for("auth.settings"), code=303)
-    return render_template("auth/settings.html", form=form, errors=errors,
-                           zones=sorted(zone_names())), 422 if errors else 200
+    if request.method != "POST":
+        return _settings_page()
+    form = {"timezone": request.form.get("timezone", "").strip()}
+    errors = _save_settings(form["timezone"], request.form)
+    if errors:
+        return _settings_page(422, form=form, errors=errors)
+    flash("Settings saved.", "success")
+    return redirect(url_for("auth.settings"), code=303)
 
 
 def _save_settings(zone: str, data) -> dict[str, str]:
@@ -88,25 +120,65 @@ def _save_settings(zone: str, data) -> dict[str, str]:
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
     new = data.get("new_password", "")
     if new or current_user.must_change_password:
-        if too_many_failures(current_user.email, client_address()):
-            errors["current_password"] = ("Too many wrong passwords. Wait 15 minutes and "
-                                          "try again.")
-        elif not current_user.check_password(data.get("current_password", "")):
-            # the same limit as sign-in: a stolen session cannot guess the password
-            record_failure(current_user.email, client_address())
-            errors["current_password"] = "That is not your current password."
-        elif len(new) < MIN_PASSWORD:
-            errors["new_password"] = f"Use at least {MIN_PASSWORD} characters."
-        elif new != data.get("confirm_password", ""):
-            errors["confirm_password"] = "The two passwords differ."
+        errors.update(_check_password_change(new, data))
     if errors:
         return errors
     current_user.timezone = zone
-    if new:
-        current_user.set_password(new)
-        current_user.must_change_password = False
-        current_user.session_version += 1  # sign out every other session
     db.session.commit()
     if new:
-        login_user(current_user)
+        change_password(current_user, new, keep=current_user.session_secret)
     return {}
+
+
+def _check_password_change(new: str, data) -> dict[str, str]:
+    """Check the current password (under the sign-in limits) and the new one."""
+    email, address = current_user.email, client_address()
+    wait = throttle.wait_seconds(email, address)
+    if wait:
+        return {"current_password": "Too many wrong passwords. Try again in "
+                                    f"{throttle.wait_message(wait)}."}
+    if not current_user.check_password(data.get("current_password", "")):
+        # the same limit as sign-in: a stolen session cannot guess the password
+        throttle.record_failure(email, address)
+        return {"current_password": "That is not your current password."}
+    return password_errors(new, data.get("confirm_password", ""))
+
+
+@bp.post("/settings/tokens")
+@login_required
+def create_api_token():
+    """Create an API token for oneself and show it, once."""
+    form = {"label": request.form.get("label", "").strip(), "days": request.form.get("days", "")}
+    errors = {}
+    if not form["label"] or len(form["label"]) > 100:
+        errors["label"] = "Name the token (up to 100 characters), e.g. “deploy script”."
+    if form["days"] not in TOKEN_DAYS:
+        errors["days"] = "Pick when the token expires."
+    if errors:
+        return _settings_page(422, token_form=form, token_errors=errors)
+    token = create_token(current_user, form["label"], TOKEN_DAYS[form["days"]])
+    return _settings_page(201, new_token=token)
+
+
+@bp.post("/settings/tokens/<int:token_id>/revoke")
+@login_required
+def revoke_api_token(token_id: int):
+    """Revoke one of one's own tokens."""
+    _end_own(token_id=token_id, done="Token revoked.")
+    return redirect(url_for("auth.settings"), code=303)
+
+
+@bp.post("/settings/sessions/<int:session_id>/end")
+@login_required
+def end_own_session(session_id: int):
+    """Sign out one of one's other sessions (another browser or device)."""
+    if session_id == getattr(current_user, "session_id", None):
+        abort(409, "Use Sign out to end the session you are using.")
+    _end_own(session_id=session_id, done="That session is signed out.")
+    return redirect(url_for("auth.settings"), code=303)
+
+
+def _end_own(done: str, **which: int) -> None:
+    if not end_one(current_user, why=sessions.ENDED_BY_USER, **which):
+        abort(404)
+    flash(done, "success")

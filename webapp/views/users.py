@@ -1,30 +1,32 @@
-"""User admin (admins only): invite with a one-time password, change roles, deactivate."""
+"""User admin (admins only): invite, change roles, deactivate, see and end access."""
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from ..models import User
-from ..security import (
+from .. import sessions
+from ..accounts import (
     AccountError,
     change_role,
     create_account,
+    end_one,
     get_user,
     list_users,
     reset_password,
-    role_required,
     set_active,
+    sign_out_everywhere,
 )
+from ..apitokens import list_tokens
+from ..models import User
+from ..security import role_required
 
 bp = Blueprint("users", __name__, url_prefix="/admin/users")
 
-ONE_TIME = "one_time_password"  # session key: shown on the next page view, then dropped
-
 
 def _page(status: int = 200, **context):
-    users = list_users()
     context.setdefault("form", {"email": "", "role": "editor"})
     context.setdefault("errors", {})
-    return render_template("users/index.html", users=users, roles=User.ROLES,
-                           one_time=session.pop(ONE_TIME, None), **context), status
+    page = render_template("users/index.html", users=list_users(), roles=User.ROLES, **context)
+    # a one-time password is shown in this answer only: never kept in a cookie or a cache
+    return page, status, {"Cache-Control": "no-store"}
 
 
 def _user_or_404(user_id: int) -> User:
@@ -32,10 +34,6 @@ def _user_or_404(user_id: int) -> User:
     if user is None:
         abort(404)
     return user
-
-
-def _hand_over(user: User, password: str, what: str) -> None:
-    session[ONE_TIME] = {"email": user.email, "password": password, "what": what}
 
 
 @bp.get("/")
@@ -48,14 +46,22 @@ def index():
 @bp.post("/")
 @role_required("admin")
 def create():
-    """Create a user with a one-time password, shown once on the next page."""
+    """Create a user with a one-time password, shown once in this answer."""
     form = {"email": request.form.get("email", ""), "role": request.form.get("role", "")}
     try:
         user, password = create_account(form["email"], form["role"])
     except AccountError as exc:
         return _page(422, form=form, errors=exc.errors)
-    _hand_over(user, password, "created")
-    return redirect(url_for("users.index"), code=303)
+    return _page(201, one_time={"email": user.email, "password": password, "what": "created"})
+
+
+@bp.post("/<int:user_id>/reset-password")
+@role_required("admin")
+def reset(user_id: int):
+    """Give a user a new one-time password (ending their sessions and tokens)."""
+    user = _user_or_404(user_id)
+    password = reset_password(user)
+    return _page(one_time={"email": user.email, "password": password, "what": "reset"})
 
 
 @bp.post("/<int:user_id>/role")
@@ -69,15 +75,16 @@ def role(user_id: int):
 @bp.post("/<int:user_id>/deactivate")
 @role_required("admin")
 def deactivate(user_id: int):
-    """Deactivate a user: they are signed out and cannot sign in."""
+    """Deactivate a user: their sessions and tokens end, and they cannot sign in."""
     return _change(user_id, lambda user: set_active(user, False),
-                   lambda user: f"{user.email} is deactivated and signed out.")
+                   lambda user: f"{user.email} is deactivated, signed out, and their API "
+                                "tokens are revoked.")
 
 
 @bp.post("/<int:user_id>/activate")
 @role_required("admin")
 def activate(user_id: int):
-    """Let a deactivated user sign in again."""
+    """Let a deactivated user sign in again (their old tokens stay revoked)."""
     return _change(user_id, lambda user: set_active(user, True),
                    lambda user: f"{user.email} can sign in again.")
 
@@ -93,10 +100,48 @@ def _change(user_id: int, change, done):
     return redirect(url_for("users.index"), code=303)
 
 
-@bp.post("/<int:user_id>/reset-password")
+@bp.get("/<int:user_id>")
 @role_required("admin")
-def reset(user_id: int):
-    """Give a user a new one-time password (ending their sessions)."""
+def access(user_id: int):
+    """Show a user's sessions and API tokens, each with a button to end it."""
     user = _user_or_404(user_id)
-    _hand_over(user, reset_password(user), "reset")
-    return redirect(url_for("users.index"), code=303)
+    return render_template(
+        "users/access.html", user=user, sessions=sessions.list_sessions(user),
+        tokens=list_tokens(user),
+        end_session_url=lambda s: url_for("users.end_session", user_id=user.id,
+                                          session_id=s.id),
+        revoke_token_url=lambda t: url_for("users.revoke_token", user_id=user.id,
+                                           token_id=t.id))
+
+
+@bp.post("/<int:user_id>/sessions/<int:session_id>/end")
+@role_required("admin")
+def end_session(user_id: int, session_id: int):
+    """Sign one of a user's sessions out."""
+    return _end(user_id, "Session signed out.", session_id=session_id)
+
+
+@bp.post("/<int:user_id>/tokens/<int:token_id>/revoke")
+@role_required("admin")
+def revoke_token(user_id: int, token_id: int):
+    """Revoke one of a user's API tokens."""
+    return _end(user_id, "Token revoked.", token_id=token_id)
+
+
+@bp.post("/<int:user_id>/sign-out-everywhere")
+@role_required("admin")
+def everywhere(user_id: int):
+    """End every session and revoke every token of a user."""
+    user = _user_or_404(user_id)
+    sign_out_everywhere(user)
+    flash(f"{user.email} is signed out everywhere and their API tokens are revoked.",
+          "success")
+    return redirect(url_for("users.access", user_id=user.id), code=303)
+
+
+def _end(user_id: int, done: str, **which: int):
+    user = _user_or_404(user_id)
+    if not end_one(user, **which):
+        abort(404)
+    flash(done, "success")
+    return redirect(url_for("users.access", user_id=user.id), code=303)

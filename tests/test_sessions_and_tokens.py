@@ -1,0 +1,235 @@
+"""Sessions and API tokens end when they should: sign-out, password changes, resets,
+deactivation, expiry, and admins ending them (issue 12, findings 1, 2 and 6)."""
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.support import PASSWORD, add_user, post_form, text
+from webapp.apitokens import create_token
+from webapp.extensions import db
+from webapp.models import ApiToken, User, UserSession, utcnow
+
+NEW_PASSWORD = "a much better one"
+
+
+def token_for(app, email: str, days: int | None = None) -> str:
+    """Return a new API token of the user with email."""
+    with app.app_context():
+        user = db.session.scalar(sa.select(User).where(User.email == email))
+        return create_token(user, "script", days)
+
+
+def works(app, token: str) -> bool:
+    """Return whether token reads the API."""
+    answer = app.test_client().get("/api/leaders", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code in (200, 401), answer.status_code
+    return answer.status_code == 200
+
+
+def signed_in(client) -> bool:
+    return client.get("/admin/").status_code == 200
+
+
+def session_ids(app, email: str) -> list[int]:
+    with app.app_context():
+        return list(db.session.scalars(
+            sa.select(UserSession.id).join(User).where(User.email == email)
+            .order_by(UserSession.id)))
+
+
+# Sign-out ------------------------------------------------------------------------------
+
+
+def test_signing_out_ends_the_session_for_every_copy_of_the_cookie(app, auth):
+    browser = auth.client(email="ada@example.com")
+    copied = browser.get_cookie("session").value
+    assert auth.logout(browser).status_code == 303
+    thief = app.test_client()
+    thief.set_cookie("session", copied)
+    assert thief.get("/admin/").status_code == 302
+    with app.app_context():
+        assert db.session.scalar(sa.select(UserSession.ended_why)) == "signed out"
+
+
+def test_a_cookie_forged_with_the_secret_key_opens_nothing(app, auth):
+    # a guessable SECRET_KEY used to give admin: session versions started at 1
+    admin_id = add_user(app, "root@example.com", "admin")
+    auth.client(email="root@example.com")
+    serializer = app.session_interface.get_signing_serializer(app)
+    for forged_id in (f"{admin_id}:1", f"{admin_id}", "x" * 43):
+        forger = app.test_client()
+        forger.set_cookie("session", serializer.dumps({"_user_id": forged_id, "_fresh": True}))
+        assert forger.get("/admin/").status_code == 302
+
+
+def idle_too_long(app) -> dict:
+    return {"last_seen_at": utcnow() - timedelta(hours=app.config["SESSION_IDLE_HOURS"] + 1)}
+
+
+def older_than_its_lifetime(app) -> dict:
+    return {"created_at": utcnow() - timedelta(days=app.config["SESSION_MAX_DAYS"] + 1)}
+
+
+@pytest.mark.parametrize("aged", [idle_too_long, older_than_its_lifetime])
+def test_a_session_ends_when_idle_too_long_or_older_than_its_lifetime(app, auth, aged):
+    browser = auth.client(email="ada@example.com")
+    with app.app_context():
+        db.session.execute(sa.update(UserSession).values(**aged(app)))
+        db.session.commit()
+    assert browser.get("/admin/").status_code == 302
+    with app.app_context():
+        assert db.session.scalar(sa.select(UserSession.ended_why)) == "expired"
+
+
+# Password changes, resets, deactivation ------------------------------------------------
+
+
+def change_password(client):
+    return post_form(client, "/settings", {
+        "timezone": "UTC", "current_password": PASSWORD,
+        "new_password": NEW_PASSWORD, "confirm_password": NEW_PASSWORD})
+
+
+def test_changing_ones_password_revokes_ones_api_tokens(app, auth):
+    # issue 12, finding 1: the old bearer token still read and wrote
+    browser = auth.client(email="ada@example.com")
+    token = token_for(app, "ada@example.com")
+    assert works(app, token)
+    assert change_password(browser).status_code == 303
+    assert not works(app, token)
+    assert signed_in(browser)  # the session that changed it stays
+    page = text(browser.get("/settings"))
+    assert "revoked" in page and "password changed" in page
+
+
+def test_an_admins_reset_ends_the_users_sessions_and_tokens(app, auth):
+    admin = auth.client("admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    editor = auth.client(email="ed@example.com")
+    token = token_for(app, "ed@example.com")
+    assert post_form(admin, f"/admin/users/{editor_id}/reset-password").status_code == 200
+    assert not signed_in(editor) and not works(app, token)
+
+
+def test_deactivating_then_reactivating_leaves_old_tokens_and_sessions_ended(app, auth):
+    admin = auth.client("admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    editor = auth.client(email="ed@example.com")
+    token = token_for(app, "ed@example.com")
+    assert post_form(admin, f"/admin/users/{editor_id}/deactivate").status_code == 303
+    assert post_form(admin, f"/admin/users/{editor_id}/activate").status_code == 303
+    assert not works(app, token)
+    assert not signed_in(editor)
+
+
+# Tokens in Settings --------------------------------------------------------------------
+
+
+def test_a_user_creates_a_token_in_settings_sees_it_once_and_sees_it_used(app, auth):
+    browser = auth.client(email="ada@example.com")
+    created = post_form(browser, "/settings/tokens", {"label": "deploy script", "days": "30"})
+    assert created.status_code == 201 and created.headers["Cache-Control"] == "no-store"
+    token = text(created).split('class="api-token">')[1].split("<")[0]
+    assert token.startswith("sol_")
+    listed = text(browser.get("/settings"))
+    assert token not in listed and "deploy script" in listed and "never" in listed
+    assert works(app, token)
+    assert "never</td>" not in text(browser.get("/settings")).split("deploy script")[1][:400]
+    with app.app_context():
+        expires = db.session.scalar(sa.select(ApiToken.expires_at))
+    assert timedelta(days=29) < expires - utcnow() <= timedelta(days=30)
+
+
+def test_a_token_without_a_label_is_refused_next_to_the_field(app, auth):
+    browser = auth.client(email="ada@example.com")
+    refused = post_form(browser, "/settings/tokens", {"label": "  ", "days": "7"})
+    assert refused.status_code == 422
+    assert 'id="e-label"' in text(refused) and 'id="e-days"' in text(refused)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(ApiToken)) == 0
+
+
+def test_a_user_revokes_their_own_token_but_not_someone_elses(app, auth):
+    browser = auth.client(email="ada@example.com")
+    mine, theirs = token_for(app, "ada@example.com"), None
+    add_user(app, "bob@example.com")
+    theirs = token_for(app, "bob@example.com")
+    with app.app_context():
+        ids = dict(db.session.execute(sa.select(ApiToken.user_id, ApiToken.id)).all())
+        ada = db.session.scalar(sa.select(User.id).where(User.email == "ada@example.com"))
+        bob = db.session.scalar(sa.select(User.id).where(User.email == "bob@example.com"))
+    assert post_form(browser, f"/settings/tokens/{ids[bob]}/revoke").status_code == 404
+    assert works(app, theirs)
+    assert post_form(browser, f"/settings/tokens/{ids[ada]}/revoke").status_code == 303
+    assert not works(app, mine)
+
+
+def test_an_expired_token_is_refused_and_shown_as_expired(app, auth):
+    browser = auth.client(email="ada@example.com")
+    token = token_for(app, "ada@example.com", days=1)
+    assert works(app, token)
+    with app.app_context():
+        db.session.execute(sa.update(ApiToken).values(expires_at=utcnow() - timedelta(1)))
+        db.session.commit()
+    assert not works(app, token)
+    assert '<span class="badge ended">expired</span>' in text(browser.get("/settings"))
+
+
+def test_a_user_signs_out_another_of_their_sessions_from_settings(app, auth):
+    laptop = auth.client(email="ada@example.com")
+    phone = auth.client(email="ada@example.com")
+    laptop_session, phone_session = session_ids(app, "ada@example.com")
+    page = text(laptop.get("/settings"))
+    assert "this browser" in page
+    assert post_form(laptop, f"/settings/sessions/{laptop_session}/end").status_code == 409
+    assert post_form(laptop, f"/settings/sessions/{phone_session}/end").status_code == 303
+    assert not signed_in(phone) and signed_in(laptop)
+
+
+# Admins see and end access -------------------------------------------------------------
+
+
+def test_an_admin_sees_a_users_sessions_and_tokens_and_ends_them(app, auth):
+    admin = auth.client("admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    laptop, phone = auth.client(email="ed@example.com"), auth.client(email="ed@example.com")
+    token = token_for(app, "ed@example.com")
+    page = text(admin.get(f"/admin/users/{editor_id}"))
+    assert page.count('class="badge ok">live') == 3 and "script" in page
+    first, _ = session_ids(app, "ed@example.com")
+    with app.app_context():
+        token_id = db.session.scalar(sa.select(ApiToken.id))
+    assert post_form(admin, f"/admin/users/{editor_id}/sessions/{first}/end").status_code == 303
+    assert not signed_in(laptop) and signed_in(phone)
+    assert post_form(admin, f"/admin/users/{editor_id}/tokens/{token_id}/revoke"
+                     ).status_code == 303
+    assert not works(app, token)
+    assert post_form(admin, f"/admin/users/{editor_id}/sign-out-everywhere").status_code == 303
+    assert not signed_in(phone)
+    assert "ended by an admin" in text(admin.get(f"/admin/users/{editor_id}"))
+
+
+@pytest.mark.parametrize("role", ["editor", "viewer"])
+def test_only_admins_see_or_end_other_users_access(app, auth, role):
+    target_id = add_user(app, "ed@example.com", "editor")
+    victim = auth.client(email="ed@example.com")
+    (victim_session,) = session_ids(app, "ed@example.com")
+    someone = auth.client(role)
+    assert someone.get(f"/admin/users/{target_id}").status_code == 403
+    for path in (f"sessions/{victim_session}/end", "sign-out-everywhere"):
+        assert post_form(someone, f"/admin/users/{target_id}/{path}").status_code == 403
+    assert post_form(someone, f"/settings/sessions/{victim_session}/end").status_code == 404
+    assert signed_in(victim)
+
+
+def test_an_admin_ending_a_session_of_another_user_by_id_gets_404(app, auth):
+    admin = auth.client("admin")
+    editor_id = add_user(app, "ed@example.com", "editor")
+    (admin_session,) = session_ids(app, "admin@example.com")
+    answer = post_form(admin, f"/admin/users/{editor_id}/sessions/{admin_session}/end")
+    assert answer.status_code == 404
+    assert post_form(admin, f"/admin/users/{editor_id}/sessions/99999999999/end"
+                     ).status_code == 404
+    assert signed_in(admin)

@@ -1,0 +1,115 @@
+"""Sign-in sessions that live on the server, so that they can end.
+
+The cookie (signed by Flask) carries a random 256-bit secret; the server keeps its
+SHA-256 in user_sessions. Signing out, a password change or reset, deactivation or an
+admin ends the row, and every copy of the cookie stops working at once. A guessed or
+leaked SECRET_KEY alone no longer opens an account: forging a cookie needs a live secret.
+"""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+import sqlalchemy as sa
+from flask import current_app
+
+from .extensions import db
+from .models import User, UserSession, utcnow
+
+TOUCH_EVERY = timedelta(minutes=1)  # how often last_seen_at is written, at most
+KNOWN_FOR = timedelta(days=30)  # an address that signed in this recently is the owner's
+
+SIGNED_OUT = "signed out"
+PASSWORD_CHANGED = "password changed"
+PASSWORD_RESET = "password reset by an admin"
+DEACTIVATED = "user deactivated"
+ENDED_BY_ADMIN = "ended by an admin"
+ENDED_BY_USER = "ended by its user"
+EXPIRED = "expired"
+
+
+def hash_secret(secret: str) -> str:
+    """Return the stored form of a session secret."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def start_session(user: User, address: str, user_agent: str) -> str:
+    """Record a new session for user and return its secret (for the cookie only)."""
+    secret = secrets.token_urlsafe(32)
+    db.session.add(UserSession(user_id=user.id, secret_hash=hash_secret(secret),
+                               address=address[:64], user_agent=user_agent[:200]))
+    db.session.commit()
+    user.session_secret = secret
+    return secret
+
+
+def load_session(secret: str) -> User | None:
+    """Return the active user of a live session, or None; an expired session is ended."""
+    if not secret or len(secret) > 100:
+        return None
+    found = db.session.execute(
+        sa.select(UserSession, User).join(User, User.id == UserSession.user_id)
+        .where(UserSession.secret_hash == hash_secret(secret),
+               UserSession.ended_at.is_(None))).first()
+    if found is None or not found.User.active:
+        return None
+    record, user = found
+    now = utcnow()
+    if _expired(record, now):
+        _end(sa.true(), [record.id], EXPIRED)
+        db.session.commit()
+        return None
+    if now - record.last_seen_at > TOUCH_EVERY:
+        record.last_seen_at = now
+        db.session.commit()
+    user.session_secret = secret
+    user.session_id = record.id
+    return user
+
+
+def _expired(record: UserSession, now) -> bool:
+    idle = timedelta(hours=current_app.config["SESSION_IDLE_HOURS"])
+    lifetime = timedelta(days=current_app.config["SESSION_MAX_DAYS"])
+    return now - record.last_seen_at > idle or now - record.created_at > lifetime
+
+
+def end_session(secret: str, why: str = SIGNED_OUT) -> None:
+    """End the session with this secret (sign-out)."""
+    _end(UserSession.secret_hash == hash_secret(secret), None, why)
+    db.session.commit()
+
+
+def end_sessions(user: User, why: str, *, keep: str | None = None,
+                 only: int | None = None) -> int:
+    """End user's live sessions (all, all but keep's, or only the one with id only).
+
+    The caller commits, with whatever change ends them (a new password, deactivation).
+    """
+    where = UserSession.user_id == user.id
+    if keep:
+        where = sa.and_(where, UserSession.secret_hash != hash_secret(keep))
+    return _end(where, None if only is None else [only], why)
+
+
+def _end(where, ids: list[int] | None, why: str) -> int:
+    """End the live sessions matching where (and ids); return how many ended."""
+    statement = sa.update(UserSession).where(where, UserSession.ended_at.is_(None))
+    if ids is not None:
+        statement = statement.where(UserSession.id.in_(ids))
+    return db.session.execute(statement.values(ended_at=utcnow(), ended_why=why)).rowcount
+
+
+def list_sessions(user: User, limit: int = 20) -> list[UserSession]:
+    """Return user's sessions, live ones first, newest first."""
+    return list(db.session.scalars(
+        sa.select(UserSession).where(UserSession.user_id == user.id)
+        .order_by(UserSession.ended_at.is_not(None), UserSession.last_seen_at.desc())
+        .limit(limit)))
+
+
+def is_known_address(email: str, address: str) -> bool:
+    """Return whether the account with email signed in from address in the last 30 days."""
+    return db.session.scalar(
+        sa.select(UserSession.id).join(User, User.id == UserSession.user_id)
+        .where(User.email == email, UserSession.address == address,
+               UserSession.created_at >= utcnow() - KNOWN_FOR).limit(1)) is not None
