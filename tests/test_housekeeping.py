@@ -14,6 +14,8 @@ from webapp.models import (
     LoginFailure,
     OutboxEvent,
     TimerRun,
+    User,
+    UserSession,
     WebhookDelivery,
     WebhookEndpoint,
     utcnow,
@@ -181,10 +183,17 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
                                            status="delivered", created_at=when))
         db.session.add_all([LeaderEvent(key=1, kind="acquired", at=T0 - timedelta(days=100)),
                             LeaderEvent(key=1, kind="acquired", at=new)])
+        user = User(email="ada@example.com", password_hash="x")
+        db.session.add(user)
+        db.session.flush()
+        db.session.add_all(UserSession(user_id=user.id, secret_hash=f"{n}", ended_at=ended)
+                           for n, ended in enumerate((T0 - timedelta(days=91), new, None)))
         db.session.commit()
         counts = housekeeping.trim(T0)
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
-                          "timer runs": 1, "leadership events": 1, "login failures": 0}
+                          "timer runs": 1, "leadership events": 1, "login failures": 0,
+                          "ended sessions": 1}
+        assert db.session.scalar(sa.select(sa.func.count(UserSession.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(WebhookDelivery.id))) == 1
         assert db.session.scalar(sa.select(sa.func.count(LeaderEvent.id))) == 1

@@ -22,13 +22,14 @@ from ..models import (
     LoginFailure,
     OutboxEvent,
     TimerRun,
+    UserSession,
     WebhookDelivery,
 )
 from .base import Param, Plugin, RunContext
 
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
-                "leadership events and failed sign-ins.")
+                "leadership events, failed sign-ins and ended sign-in sessions.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
                      misfire="run_once", grace_seconds=3600)
 
@@ -39,7 +40,8 @@ FINISHED_WEBHOOKS = ("delivered", "failed")
 
 
 def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days: int = 90,
-         outbox_days: int = 30, login_failures_days: int = 1, *, batch: int = BATCH,
+         outbox_days: int = 30, login_failures_days: int = 1, sessions_days: int = 90, *,
+         batch: int = BATCH,
          more: Callable[[], bool] = lambda: True) -> dict[str, int]:
     """Delete finished history older than each retention; return how many rows of each.
 
@@ -66,6 +68,7 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
             < before(runs_days)], []),
         ("leadership events", LeaderEvent.id, [LeaderEvent.at < before(leader_events_days)], []),
         ("login failures", LoginFailure.id, [LoginFailure.at < before(login_failures_days)], []),
+        ("ended sessions", UserSession.id, [UserSession.ended_at < before(sessions_days)], []),
     ]
     return {name: delete_in_batches(key, [*found, *checked], found, batch, more)
             for name, key, found, checked in steps}
@@ -115,6 +118,8 @@ def _after(key, id_column, last_id, last_key) -> list:
           help="keep processed outbox events this many days (and while a delivery needs them)"),
     Param("login_failures_days", "int", 1, minimum=1,
           help="keep failed sign-ins this many days (throttling looks back 15 minutes)"),
+    Param("sessions_days", "int", 90, minimum=1,
+          help="keep ended sign-in sessions this many days (users and admins see them)"),
 ])
 def trim_action(ctx: RunContext, **retention: int) -> str:
     """Delete history past its retention, a batch at a time, until the run's time is up."""
