@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from . import limits, siteurl, timefmt
+from . import headers, limits, siteurl, timefmt
 from .config import check_production_config, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args
 from .extensions import db, migrate
@@ -30,6 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_blueprints(app)
     siteurl.init_app(app)
     limits.init_app(app)
+    headers.init_app(app)
     timefmt.init_app(app)
     register_commands(app)
     register_scheduler(app, config)

@@ -48,6 +48,20 @@
     });
   }
   window.setInterval(relativeTimes, 1000);
+  // Poll less in a hidden tab: [data-hidden-poll=N] lets one poll through every N s while the
+  // tab is hidden, and one at once when it shows again (htmx's trigger filters need eval,
+  // which the Content-Security-Policy refuses).
+  var lastPoll = {}, loadedAt = Date.now();  // the page's own content is as fresh as a poll
+  document.addEventListener("htmx:confirm", function (event) {
+    var el = event.detail.elt, every = Number(el.getAttribute("data-hidden-poll"));
+    var now = Date.now(), last = lastPoll[el.id] || loadedAt;
+    if (!every) { return; }
+    if (document.visibilityState === "hidden" && now - last < every * 1000) {
+      event.preventDefault();
+      return;
+    }
+    lastPoll[el.id] = now;
+  });
   // Keep a polled fragment and say "connection lost" instead of blanking it.
   document.addEventListener("htmx:beforeSwap", function (event) {
     if (event.detail.xhr.status >= 400) { event.detail.shouldSwap = false; }
