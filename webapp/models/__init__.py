@@ -1,6 +1,7 @@
 """Re-export the typed models, one module per concept; import them from here."""
 
 from .accounts import ApiToken, LoginFailure, User, UserSession
+from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
@@ -10,6 +11,7 @@ from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiToken",
+    "AuditEvent",
     "HookDelivery",
     "LeaderEvent",
     "LeaderState",
