@@ -31,6 +31,7 @@ EXPECTED = {
     "users.access": "admin", "users.end_session": "admin", "users.revoke_token": "admin",
     "users.everywhere": "admin",
     "status.index": "viewer", "status.live": "viewer", "status.act": "admin",
+    "freezes.index": "admin", "freezes.create": "admin", "freezes.resume": "admin",
     "timers.index": "editor", "timers.detail": "editor", "timers.create": "editor",
     "timers.edit": "editor", "timers.runs": "editor", "timers.run_now": "editor",
     "timers.pause": "editor", "timers.resume": "editor", "timers.delete": "editor",

@@ -94,6 +94,7 @@ def register_blueprints(app: Flask) -> None:
         auth,
         dashboard,
         errors,
+        freezes,
         plugins,
         posts,
         site,
@@ -105,7 +106,7 @@ def register_blueprints(app: Flask) -> None:
 
     security.init_app(app)
     errors.init_app(app)
-    for module in (site, auth, dashboard, status, api, posts, users, timers, plugins,
+    for module in (site, auth, dashboard, status, freezes, api, posts, users, timers, plugins,
                    webhooks):
         app.register_blueprint(module.bp)
 

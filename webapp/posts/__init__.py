@@ -24,6 +24,7 @@ from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
     check_times,
+    hold_due,
     next_due,
     next_due_reads,
     publish_due,
@@ -52,8 +53,8 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "SCHEDULABLE", "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast",
     "StalePost", "api_page", "check_fields", "check_times", "content_digest", "create_post",
-    "get_post", "late", "list_posts", "next_due", "next_due_reads", "publish_due", "publish_now",
-    "published_by_slug", "published_page", "recently_published", "schedule_post",
+    "get_post", "hold_due", "late", "list_posts", "next_due", "next_due_reads", "publish_due",
+    "publish_now", "published_by_slug", "published_page", "recently_published", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",
     "unschedule_post", "upcoming", "update_post", "write_outbox",
 ]

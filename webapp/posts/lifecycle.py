@@ -82,6 +82,17 @@ def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = ""
                        limit, instance)
 
 
+def hold_due(now: datetime) -> list[tuple[int, str]]:
+    """Take scheduled posts already due back to drafts, keeping their time; return them.
+
+    A publishing freeze's "hold" on resume: an editor decides about each. The caller
+    commits (with the end of the freeze).
+    """
+    moved = _move([Post.status == "scheduled", Post.publish_at <= now],
+                  {"status": "draft", "updated_at": now})
+    return [(row.id, row.title) for row in moved]
+
+
 def next_due_reads() -> list[sa.ScalarSelect]:
     """Return the first publish_at and the first unpublish_at ahead, as scalar subqueries."""
     return [

@@ -22,6 +22,7 @@ from flask import current_app
 
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
+from ..freezes import is_frozen
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
 from ..plugins import hooks, registry, webhooks
@@ -61,9 +62,11 @@ def _work(now: datetime, instance: str, term: int, enabled: set[str]) -> datetim
     done = {"timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
     if done["timed out"]:
         enabled = registry.enabled_names()  # a plugin may have been paused for hanging
-    done["started"] = start_queued(now, instance, enabled)
-    claimed, more = claim_due(now, instance, enabled)
-    done["started"] += claimed
+    more = False
+    if not is_frozen("timers"):  # frozen: no run starts; hooks and deliveries go on
+        done["started"] = start_queued(now, instance, enabled)
+        claimed, more = claim_due(now, instance, enabled)
+        done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
     done["hook batches"] = delivery_tick.start_hook_batches(now, instance, term, enabled)
     done["senders"] = delivery_tick.start_senders(now, term, enabled)

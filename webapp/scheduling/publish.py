@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 from .. import posts
+from ..freezes import is_frozen
 from ..leadership.keys import PUBLISH
 from .work import record_work
 
@@ -10,13 +11,17 @@ from .work import record_work
 # or evicted process's; the server ends it within DB_IDLE_IN_TRANSACTION_SECONDS): look
 # again a little later instead of spinning on the same past publish_at.
 LOCKED_RETRY = timedelta(seconds=0.25)
+FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds a missed one
 
 
 def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     """Do one unit of publish work at now; return when the next one is due.
 
     term is not needed here: every post write is fenced by the post's own status.
+    While publishing is frozen the leader keeps the key and does nothing.
     """
+    if is_frozen("publishing"):
+        return now + FROZEN_RECHECK
     published = posts.publish_due(now, posts.BATCH_SIZE, instance)
     unpublished = posts.unpublish_expired(now, posts.BATCH_SIZE, instance)
     if published or unpublished:

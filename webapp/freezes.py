@@ -1,0 +1,91 @@
+"""Freezes: an admin pauses all publishing, or all timers, with a reason.
+
+The leaders keep their keys and do nothing for a frozen scope: the publish tick
+publishes and unpublishes nothing, the plugin tick starts no timer run (hooks and
+webhook deliveries go on, so alerts still reach people). On resume the row goes,
+the leader is woken, and posts that came due meanwhile follow the policy chosen
+when freezing: published at once, or held as drafts for an editor. Timers that
+came due follow each timer's own misfire policy.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from . import posts
+from .db import database_now, wake_scheduler
+from .extensions import db
+from .leadership.keys import PLUGINS, PUBLISH
+from .models import Freeze
+
+SCOPES = {"publishing": "Publishing", "timers": "Timers"}
+ON_RESUME = {"publish": "publish them at once", "hold": "hold them as drafts for an editor"}
+KEY_OF = {"publishing": PUBLISH, "timers": PLUGINS}
+MAX_REASON = 500
+
+
+class FreezeError(ValueError):
+    """A freeze or resume was refused; errors maps a form field (or "form") to why."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a resume did: the freeze it ended and the posts it held back, if any."""
+
+    freeze: Freeze
+    held: list[tuple[int, str]]  # (post id, title)
+
+
+def active() -> dict[str, Freeze]:
+    """Return the freezes in force, by scope."""
+    return {f.scope: f for f in db.session.scalars(sa.select(Freeze))}
+
+
+def is_frozen(scope: str) -> bool:
+    """Return whether scope is frozen now (the ticks ask; one primary-key read)."""
+    return db.session.get(Freeze, scope, populate_existing=True) is not None
+
+
+def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
+    """Pause scope with a reason; refuse a bad choice or a scope frozen already."""
+    reason = reason.strip()
+    errors = {}
+    if scope not in SCOPES:
+        errors["scope"] = "Pick publishing or timers."
+    if not reason or len(reason) > MAX_REASON:
+        errors["reason"] = f"Say why (up to {MAX_REASON} characters): people will see it."
+    if scope == "publishing" and on_resume not in ON_RESUME:
+        errors["on_resume"] = "Pick what posts that come due meanwhile do on resume."
+    if not errors and db.session.get(Freeze, scope) is not None:
+        errors["form"] = f"{SCOPES[scope]} is frozen already: resume it first."
+    if errors:
+        raise FreezeError(errors)
+    row = Freeze(scope=scope, reason=reason, frozen_by=actor, frozen_at=database_now(),
+                 on_resume=on_resume if scope == "publishing" else "publish")
+    db.session.add(row)
+    try:
+        db.session.commit()
+    except sa.exc.IntegrityError:  # another admin froze it a moment ago
+        db.session.rollback()
+        raise FreezeError({"form": f"{SCOPES[scope]} is frozen already."}) from None
+    return row
+
+
+def resume(scope: str, now: datetime | None = None) -> Resumed:
+    """End scope's freeze, hold or release what came due, and wake the leader."""
+    row = db.session.scalar(sa.select(Freeze).where(Freeze.scope == scope).with_for_update())
+    if row is None:
+        db.session.rollback()
+        raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
+    held = []
+    if scope == "publishing" and row.on_resume == "hold":
+        held = posts.hold_due(now or database_now())
+    db.session.delete(row)
+    wake_scheduler(KEY_OF[scope].name)
+    db.session.commit()
+    return Resumed(row, held)

@@ -1,0 +1,62 @@
+"""Freeze and resume publishing or timers (admins), and the banner everyone sees."""
+
+from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from .. import freezes
+from ..security import role_required
+
+bp = Blueprint("freezes", __name__, url_prefix="/admin/freeze")
+
+
+@bp.app_context_processor
+def _banner() -> dict:
+    # a callable: only the pages that show the banner (dashboard, status) read the table
+    return {"active_freezes": lambda: list(freezes.active().values()),
+            "freeze_scopes": freezes.SCOPES, "freeze_on_resume": freezes.ON_RESUME}
+
+
+def _page(status: int = 200, **context):
+    context.setdefault("form", {})
+    context.setdefault("errors", {})
+    return render_template("freezes/index.html", frozen=freezes.active(),
+                           scopes=freezes.SCOPES, on_resume=freezes.ON_RESUME,
+                           **context), status
+
+
+@bp.get("/")
+@role_required("admin")
+def index():
+    """Show what is frozen, with the forms to freeze or resume each scope."""
+    return _page()
+
+
+@bp.post("/")
+@role_required("admin")
+def create():
+    """Freeze a scope with a reason."""
+    form = {name: request.form.get(name, "") for name in ("scope", "reason", "on_resume")}
+    try:
+        freezes.freeze(form["scope"], form["reason"], form["on_resume"], current_user.email)
+    except freezes.FreezeError as exc:
+        return _page(422 if "form" not in exc.errors else 409, form=form, errors=exc.errors)
+    flash(f"{freezes.SCOPES[form['scope']]} is paused across the fleet.", "warning")
+    return redirect(url_for("status.index"), code=303)
+
+
+@bp.post("/<scope>/resume")
+@role_required("admin")
+def resume(scope: str):
+    """End a scope's freeze."""
+    try:
+        done = freezes.resume(scope)
+    except freezes.FreezeError as exc:
+        return _page(409, errors=exc.errors)
+    message = f"{freezes.SCOPES[scope]} resumed."
+    if done.held:
+        titles = ", ".join(f"“{title}”" for _, title in done.held[:5])
+        more = f" and {len(done.held) - 5} more" if len(done.held) > 5 else ""
+        message += (f" {len(done.held)} post(s) that came due meanwhile are drafts again, "
+                    f"for an editor to schedule or publish: {titles}{more}.")
+    flash(message, "success")
+    return redirect(url_for("status.index"), code=303)
