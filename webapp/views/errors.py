@@ -2,11 +2,11 @@
 
 from contextlib import suppress
 
-from flask import Flask, jsonify, render_template, request
+from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import DataError, SQLAlchemyError
 from werkzeug import routing
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ..extensions import db
 
@@ -49,6 +49,26 @@ class IntegerConverter(routing.IntegerConverter):
         super().__init__(map, fixed_digits, min, max, signed)
 
 
+def _reachable(error: HTTPException) -> HTTPException:
+    """Return NotFound for a 405 whose path no method reaches, else the error itself.
+
+    Werkzeug answers 405 as soon as another method's rule has the same pattern, before it
+    finds that the id in the path is beyond every rule's converter (an id past its max).
+    """
+    if not isinstance(error, MethodNotAllowed):
+        return error
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    for method in error.valid_methods or ():
+        try:
+            adapter.match(method=method)
+        except (NotFound, MethodNotAllowed):
+            continue
+        except HTTPException:  # a redirect: that method reaches the path
+            pass
+        return error
+    return NotFound()
+
+
 def init_app(app: Flask) -> None:
     """Register the error handlers (and bound the ids in URLs, before any route exists)."""
     app.url_map.converters["int"] = IntegerConverter
@@ -60,7 +80,12 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
-        return render_error(error.code or 500, error.description if wants_json() else None)
+        error = _reachable(error)
+        body, status = render_error(error.code or 500,
+                                    error.description if wants_json() else None)
+        # keep what the error says besides its body: a 405's Allow, a 401's challenge
+        headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
+        return body, status, headers
 
     @app.errorhandler(DataError)
     def out_of_range(error: DataError):

@@ -10,12 +10,21 @@ class ApiError(Exception):
                  fields: dict[str, str] | None = None) -> None:
         super().__init__(detail or error)
         self.status, self.error, self.detail = status, error, detail or error
-        self.fields = fields or ({field: self.detail} if field else {})
+        self.fields = fields or ({field: self.detail} if field is not None else {})
 
 
 def invalid(field: str, detail: str) -> ApiError:
     """Return a 422 error for one bad field."""
-    return ApiError(422, f"Invalid field: {field}", f"{field}: {detail}", field)
+    label = field or '""'  # a JSON key may be the empty string
+    return ApiError(422, f"Invalid field: {label}", f"{label}: {detail}", field)
+
+
+WHOLE_BODY = "request_body"  # the field a 400 names: the body as a whole cannot be read
+
+
+def malformed(detail: str) -> ApiError:
+    """Return a 400 error for a body that is not a JSON object in UTF-8."""
+    return ApiError(400, "Malformed JSON", detail, WHOLE_BODY)
 
 
 def error_response(exc: ApiError) -> tuple[Response, int]:

@@ -6,22 +6,25 @@ from datetime import datetime
 from flask import request
 
 from ...timezones import MAX_YEAR, MIN_YEAR, TimeInputError, in_range
-from .errors import ApiError, invalid
+from .errors import invalid, malformed
 
 
 def json_body(allowed: set[str]) -> dict:
-    """Return the request's JSON object; refuse malformed JSON and unknown fields."""
-    raw = request.get_data(cache=False, as_text=True)
+    """Return the request's JSON object; refuse malformed JSON, bad UTF-8 and unknown fields."""
+    try:
+        # strict: a lenient decode would store U+FFFD in place of the bytes that were sent
+        raw = request.get_data(cache=False).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise malformed(f"The body is not valid UTF-8 (byte {exc.start} cannot start or "
+                        "continue a character).") from None
     try:
         data = json.loads(raw) if raw.strip() else None
     except ValueError as exc:
-        raise ApiError(400, "Malformed JSON", f"The body is not valid JSON: {exc}") from None
+        raise malformed(f"The body is not valid JSON: {exc}") from None
     except RecursionError:
-        raise ApiError(400, "Malformed JSON", "The body nests arrays or objects too deeply.") \
-            from None
+        raise malformed("The body nests arrays or objects too deeply.") from None
     if not isinstance(data, dict):
-        raise ApiError(400, "Malformed JSON", "The body must be a JSON object, e.g. "
-                                              '{"title": "Hello"}.')
+        raise malformed('The body must be a JSON object, e.g. {"title": "Hello"}.')
     for name, value in data.items():
         if name not in allowed:
             raise invalid(name, f"unknown field; use {', '.join(sorted(allowed))}")
@@ -57,8 +60,10 @@ def _encodable(text: str) -> bool:
 
 
 def text_field(data: dict, name: str, required: bool = False, default: str = "") -> str:
-    """Return a string field; 422 naming it when it is missing or not a string."""
+    """Return a string field; 422 naming it when null, not a string, or missing but required."""
     value = data.get(name)
+    if value is None and name in data:
+        raise invalid(name, "must be a string, not null (leave the field out instead)")
     if value is None:
         if required:
             raise invalid(name, "required")
