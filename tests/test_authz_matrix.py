@@ -2,7 +2,8 @@
 
 Built from app.url_map, so an endpoint added later is checked too: it needs a line in
 EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV).
-/api (bearer tokens, tested with the API) and static files are left out.
+/api (bearer tokens, tested with the API) and static files are left out; /metrics takes
+bearer tokens only (tests/test_metrics.py), so every cookie role gets its 401 here.
 """
 
 import pytest
@@ -11,7 +12,7 @@ from tests.support import Api, AuthActions, make_app, post_form, text
 from webapp import NAV
 from webapp.models import User
 
-PUBLIC, SIGNED_IN = "public", "signed-in"
+PUBLIC, SIGNED_IN, BEARER = "public", "signed-in", "bearer token only"
 ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
 
 # (endpoint, method) or endpoint -> the least that may use it
@@ -38,6 +39,7 @@ EXPECTED = {
     "plugins.index": "editor", "plugins.switch": "admin", "plugins.sitemap_xml": PUBLIC,
     "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
     "webhooks.delete": "admin", "webhooks.redeliver": "admin",
+    "metrics.index": BEARER,
 }
 NAV_ROLES = {endpoint.split(".")[0]: role for endpoint, _label, role in NAV}
 SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",
@@ -82,13 +84,18 @@ def expected_role(endpoint: str, method: str) -> str:
 def may(role: str | None, least: str) -> bool:
     if least == PUBLIC:
         return True
-    if role is None:
+    if role is None or least == BEARER:
         return False
     return least == SIGNED_IN or User.RANK[role] >= User.RANK[least]
 
 
-def refused(response, role: str | None) -> bool:
-    """Return whether the response refuses: sign-in for anonymous, 403 for a signed-in role."""
+def refused(response, role: str | None, least: str = "") -> bool:
+    """Return whether the response refuses: sign-in for anonymous, 403 for a signed-in role.
+
+    A bearer-only endpoint answers 401 to a cookie of any role.
+    """
+    if least == BEARER:
+        return response.status_code == 401
     if role is None:
         return sent_to_sign_in(response) or response.status_code == 401
     return response.status_code == 403
@@ -119,14 +126,15 @@ def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):
         if role is not None:
             AuthActions(client).login(role)  # afresh: /logout ends the session
         response = client.open(url, method=method, data={})
-        allowed = may(role, expected_role(endpoint, method))
+        least = expected_role(endpoint, method)
+        allowed = may(role, least)
         if response.status_code == 500:
             wrong.append(f"{method} {url}: 500")
         elif allowed and response.status_code == 403:
             wrong.append(f"{method} {url}: refused (403), should be allowed")
         elif allowed and role is not None and sent_to_sign_in(response):
             wrong.append(f"{method} {url}: sent to sign in, should be allowed")
-        elif not allowed and not refused(response, role):
+        elif not allowed and not refused(response, role, least):
             wrong.append(f"{method} {url}: answered {response.status_code}, should be refused")
     assert not wrong, f"as {role or 'anonymous'}:\n" + "\n".join(wrong)
 

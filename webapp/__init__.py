@@ -95,6 +95,7 @@ def register_blueprints(app: Flask) -> None:
         dashboard,
         errors,
         freezes,
+        metrics,
         plugins,
         posts,
         site,
@@ -107,7 +108,7 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, users, timers, plugins,
-                   webhooks):
+                   webhooks, metrics):
         app.register_blueprint(module.bp)
 
     @app.context_processor

@@ -85,6 +85,17 @@ def site_url(env: Mapping[str, str]) -> str | None:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
 
 
+def metrics_token(env: Mapping[str, str]) -> str | None:
+    """Return METRICS_TOKEN, the scrape token for GET /metrics (None: API tokens only)."""
+    raw = env.get("METRICS_TOKEN", "").strip()
+    if not raw:
+        return None
+    if len(raw) < 32:
+        raise ConfigError("METRICS_TOKEN must be at least 32 characters: "
+                          "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    return raw
+
+
 def instance_name(env: Mapping[str, str]) -> str:
     """Name this instance from the platform's variables, else the hostname."""
     for name in (
@@ -129,6 +140,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
+        "METRICS_TOKEN": metrics_token(env),
+        # set by webapp/gunicorn_conf.py: the workers' histograms are added up from its files
+        "PROMETHEUS_MULTIPROC_DIR": env.get("PROMETHEUS_MULTIPROC_DIR") or None,
         "SQLALCHEMY_DATABASE_URI": None,
         "LOCK_DATABASE_URL": None,
     }

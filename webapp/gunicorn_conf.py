@@ -4,7 +4,9 @@ Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfil
 """
 
 import os
+import shutil
 import signal
+import tempfile
 
 from webapp.config import env_int, instance_name
 
@@ -38,6 +40,28 @@ logconfig_dict = {
         "gunicorn.access": {"level": "INFO", "handlers": ["stdout"], "propagate": False},
     },
 }
+
+
+def on_starting(server):
+    """Give this instance's workers a fresh directory for their Prometheus histograms.
+
+    Set before any worker imports prometheus_client, which picks multiprocess mode
+    from the environment; GET /metrics adds up every worker's files.
+    """
+    path = tempfile.mkdtemp(prefix=f"soloist-metrics-{os.getpid()}-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path  # a SIGHUP reload keeps it
+
+
+def child_exit(server, worker):
+    """Drop a dead worker's live gauges (its histogram counts stay: they only add up)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, os.environ["PROMETHEUS_MULTIPROC_DIR"])
+
+
+def on_exit(server):
+    """Remove the instance's metrics directory."""
+    shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
 
 
 def post_worker_init(worker):

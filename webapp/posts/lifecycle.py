@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
+from ..metrics import observe_publish_lags
 from ..models import OutboxEvent, Post
 from .edits import get_post
 from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
@@ -21,13 +22,16 @@ SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
 
 
-def _move(conditions: list, values: dict) -> list[sa.Row]:
-    """Change the posts matching conditions, bumping their version; return (id, slug, title)."""
+def _move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
+    """Change the posts matching conditions, bumping their version; return (id, slug, title)
+
+    and the columns also, if any.
+    """
     return db.session.execute(
         sa.update(Post)
         .where(*conditions)
         .values(version=Post.version + 1, **values)
-        .returning(Post.id, Post.slug, Post.title)
+        .returning(Post.id, Post.slug, Post.title, *also)
         .execution_options(synchronize_session=False)
     ).all()
 
@@ -37,7 +41,7 @@ def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -
     db.session.execute(sa.insert(OutboxEvent), [
         {"topic": topic, "post_id": pid, "instance": instance, "created_at": now,
          "payload": {"post_id": pid, "slug": slug, "title": title, "at": now.isoformat()}}
-        for pid, slug, title in rows
+        for pid, slug, title, *_ in rows
     ])
 
 
@@ -65,8 +69,11 @@ def _transition(now: datetime, source: str, target: str, due_column: sa.Column, 
     values = {"status": target, "updated_at": now}
     if target == "published":
         values["published_at"] = now
-    moved = _move([Post.id == due.c.id, Post.status == source, due_column <= now], values)
+    moved = _move([Post.id == due.c.id, Post.status == source, due_column <= now], values,
+                  due_column)
     _commit_moved(topic, moved, now, instance)
+    if target == "published":
+        observe_publish_lags((now - row[3]).total_seconds() for row in moved)
     return [row[0] for row in moved]
 
 

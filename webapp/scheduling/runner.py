@@ -20,6 +20,7 @@ from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
 from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
+from ..metrics import observe_tick
 from ..models import LeaderEvent
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
@@ -52,6 +53,7 @@ class Scheduler:
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
         )
         self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: plugin_tick.tick}
+        self.names = {k.value: k.name for k in KEYS.values()}
         self.poll_seconds = cfg["FOLLOWER_POLL_SECONDS"]
         self.heartbeat_seconds = min(1.0, cfg["LEADER_STALE_SECONDS"] / 4)
         sqlite = is_sqlite_url(cfg["LOCK_DATABASE_URL"])
@@ -265,6 +267,7 @@ class Scheduler:
                 return
             finally:
                 db.session.remove()
+                observe_tick(self.names[key], time.monotonic() - started)
         elapsed = time.monotonic() - started
         delay = self.idle_recheck
         if upcoming is not None:
