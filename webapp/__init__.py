@@ -83,6 +83,7 @@ NAV = [
     ("status.index", "Status", "viewer"),
     ("webhooks.index", "Webhooks", "admin"),
     ("users.index", "Users", "admin"),
+    ("audit.index", "Audit", "admin"),
 ]
 
 
@@ -91,6 +92,7 @@ def register_blueprints(app: Flask) -> None:
     from . import security
     from .views import (
         api,
+        audit,
         auth,
         dashboard,
         errors,
@@ -108,7 +110,7 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, users, timers, plugins,
-                   webhooks, metrics):
+                   webhooks, metrics, audit):
         app.register_blueprint(module.bp)
 
     @app.context_processor

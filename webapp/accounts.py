@@ -11,7 +11,7 @@ from functools import cache
 import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 
-from . import sessions
+from . import audit, sessions
 from .apitokens import revoke_tokens
 from .extensions import db
 from .models import User
@@ -86,11 +86,18 @@ def create_account(email: str, role: str) -> tuple[User, str]:
     user.set_password(password)
     db.session.add(user)
     try:
+        db.session.flush()  # the audit row names the new user's id (never the password)
+        audit.record("user.invite", user_target(user), {"email": email, "role": role})
         db.session.commit()
     except sa.exc.IntegrityError:
         db.session.rollback()
         raise AccountError({"email": "A user with this email exists already."}) from None
     return user, password
+
+
+def user_target(user: User) -> str:
+    """Name a user in the audit log: user 3 “ada@example.com”."""
+    return audit.target("user", user.id, user.email)
 
 
 def end_access(user: User, why: str, keep: str | None = None) -> None:
@@ -109,8 +116,13 @@ def end_one(user: User, *, session_id: int | None = None, token_id: int | None =
         return 0
     if session_id is not None:
         ended = sessions.end_sessions(user, why, only=session_id)
+        what = audit.target("session", session_id, user.email)
     else:
         ended = revoke_tokens(user, why, only=token_id)
+        what = audit.target("token", token_id, user.email)
+    if ended:
+        audit.record("session.end" if session_id is not None else "token.revoke", what,
+                     {"why": why})
     db.session.commit()
     return ended
 
@@ -118,6 +130,7 @@ def end_one(user: User, *, session_id: int | None = None, token_id: int | None =
 def sign_out_everywhere(user: User, why: str = sessions.ENDED_BY_ADMIN) -> None:
     """End every session and revoke every token of user."""
     end_access(user, why)
+    audit.record("user.sign_out_everywhere", user_target(user), {"why": why})
     db.session.commit()
 
 
@@ -127,6 +140,8 @@ def reset_password(user: User) -> str:
     user.set_password(password)
     user.must_change_password = True
     end_access(user, sessions.PASSWORD_RESET)
+    audit.record("user.reset_password", user_target(user),
+                 {"sign_in": "with a one-time password"})  # never the password itself
     db.session.commit()
     return password
 
@@ -145,6 +160,15 @@ def change_password(user: User, new: str, keep: str) -> None:
     user.set_password(new)
     user.must_change_password = False
     end_access(user, sessions.PASSWORD_CHANGED, keep=keep)
+    audit.record("user.password", user_target(user), {"other_sessions": "ended"})
+    db.session.commit()
+
+
+def set_timezone(user: User, zone: str) -> None:
+    """Change user's own time zone (recorded only when it changes)."""
+    if zone != user.timezone:
+        audit.record("user.settings", user_target(user), {"timezone": [user.timezone, zone]})
+        user.timezone = zone
     db.session.commit()
 
 
@@ -154,6 +178,7 @@ def change_role(user: User, role: str) -> None:
         raise AccountError({"role": "Pick admin, editor or viewer."})
     if role != "admin":
         _keep_an_admin(user, "change the role of")
+    audit.record("user.role", user_target(user), {"role": [user.role, role]})
     user.role = role
     db.session.commit()
 
@@ -162,6 +187,8 @@ def set_active(user: User, active: bool) -> None:
     """Activate or deactivate user (ending their sessions and tokens), keeping an admin."""
     if not active:
         _keep_an_admin(user, "deactivate")
+    audit.record("user.activate" if active else "user.deactivate", user_target(user),
+                 {"active": [user.active, active]})
     user.active = active
     if not active:
         end_access(user, sessions.DEACTIVATED)

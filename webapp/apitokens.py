@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from . import audit
 from .extensions import db
 from .models import ApiToken, User, utcnow
 
@@ -29,8 +30,12 @@ def create_token(user: User, label: str = "", days: int | None = None) -> str:
     """Create a token for user (expiring after days, if given) and return it once."""
     token = PREFIX + secrets.token_urlsafe(32)
     expires = utcnow() + timedelta(days=days) if days else None
-    db.session.add(ApiToken(user_id=user.id, token_hash=hash_token(token), label=label[:100],
-                            expires_at=expires))
+    record = ApiToken(user_id=user.id, token_hash=hash_token(token), label=label[:100],
+                      expires_at=expires)
+    db.session.add(record)
+    db.session.flush()  # the audit row names the token's id and label, never the token
+    audit.record("token.create", audit.target("token", record.id, record.label),
+                 {"user": user.email, "label": record.label, "expires_at": expires})
     db.session.commit()
     return token
 
@@ -48,6 +53,7 @@ def user_for_token(token: str) -> User | None:
     if found is None or not found.User.active:
         return None
     record, user = found
+    user.api_token_id = record.id  # for the audit log: which token made a change
     if record.last_used_at is None or now - record.last_used_at > TOUCH_EVERY:
         record.last_used_at = now
         db.session.commit()

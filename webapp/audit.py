@@ -41,10 +41,10 @@ ACTIONS = (
     "plugin.enable", "plugin.disable",
     "webhook.create", "webhook.enable", "webhook.disable", "webhook.delete",
     "webhook.redeliver",
-    "user.invite", "user.role", "user.deactivate", "user.activate", "user.reset_password",
-    "user.sign_out_everywhere", "user.settings", "user.password",
+    "user.invite", "user.create", "user.role", "user.deactivate", "user.activate",
+    "user.reset_password", "user.sign_out_everywhere", "user.settings", "user.password",
     "session.start", "session.end", "token.create", "token.revoke",
-    "leader.step_down", "leader.evict",
+    "leader.step_down", "leader.evict", "freeze.start", "freeze.resume",
 )
 SECRET_WORDS = ("password", "secret", "token", "hash")  # never a key of detail
 ACTION_FILTER = re.compile(r"^[a-z][a-z_]*(\.[a-z_]*)?$")
@@ -211,3 +211,19 @@ def event_json(event: AuditEvent) -> dict:
     return {"id": event.id, "at": iso(event.at), "actor": event.actor, "via": event.via,
             "token_id": event.token_id, "address": event.address, "action": event.action,
             "target": event.target, "detail": detail_of(event)}
+
+
+def detail_lines(event: AuditEvent) -> list[tuple[str, str]]:
+    """Return an event's detail as (field, "old → new" or value) lines for a page."""
+    lines = []
+    for key, value in detail_of(event).items():
+        if isinstance(value, list) and len(value) == 2:
+            value = f"{_shown(value[0])} → {_shown(value[1])}"
+        lines.append((key, _shown(value)))
+    return lines
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "—"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

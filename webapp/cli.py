@@ -7,7 +7,10 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.cli import with_appcontext
 
+from . import audit
+from .accounts import user_target
 from .apitokens import create_token, revoke_tokens
+from .deploys.cli import record_deploy_command, release_command
 from .extensions import db
 from .leadership.cli import leaders_command
 from .models import User
@@ -21,6 +24,8 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(create_token_command)
     app.cli.add_command(revoke_tokens_command)
     app.cli.add_command(leaders_command)
+    app.cli.add_command(release_command)
+    app.cli.add_command(record_deploy_command)
 
 
 @click.command("ensure-admin")
@@ -34,8 +39,7 @@ def ensure_admin(email: str) -> None:
     password = secrets.token_urlsafe(12)
     user = User(email=email.lower(), role="admin", active=True, timezone="")  # browser's at sign-in
     user.set_password(password)
-    db.session.add(user)
-    db.session.commit()
+    _add_user(user)
     click.echo(f"Created admin user {email} with password: {password}")
     click.echo("This password is shown once; change it after signing in.")
 
@@ -59,9 +63,17 @@ def create_user(email: str, role: str, password: str | None, zone: str) -> None:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     user = User(email=email, role=role, active=True, timezone=zone)
     user.set_password(password)
-    db.session.add(user)
-    db.session.commit()
+    _add_user(user)
     click.echo(f"Created {role} {email}.")
+
+
+def _add_user(user: User) -> None:
+    """Store a new user, recorded in the audit log as made from the command line."""
+    audit.from_shell()
+    db.session.add(user)
+    db.session.flush()
+    audit.record("user.create", user_target(user), {"email": user.email, "role": user.role})
+    db.session.commit()
 
 
 def _user(email: str) -> User:
@@ -82,6 +94,7 @@ def create_token_command(email: str, label: str, days: int | None) -> None:
     user = _user(email)
     if not user.active:
         raise click.ClickException(f"{user.email} is deactivated; activate the user first")
+    audit.from_shell()
     token = create_token(user, label, days)
     click.echo(f"Created an API token for {user.email} (acts with the role {user.role}).")
     click.echo("It is shown once and stored only as a hash: copy it now. Send it as")
@@ -95,6 +108,9 @@ def create_token_command(email: str, label: str, days: int | None) -> None:
 def revoke_tokens_command(email: str) -> None:
     """Revoke every API token of a user."""
     user = _user(email)
+    audit.from_shell()
     revoked = revoke_tokens(user, "revoked from the command line")
+    if revoked:
+        audit.record("token.revoke", user_target(user), {"tokens": revoked})
     db.session.commit()
     click.echo(f"Revoked {revoked} API token(s) of {user.email}.")

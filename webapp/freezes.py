@@ -13,7 +13,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from . import posts
+from . import audit, posts
 from .db import database_now, wake_scheduler
 from .extensions import db
 from .leadership.keys import PLUGINS, PUBLISH
@@ -68,6 +68,8 @@ def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
     row = Freeze(scope=scope, reason=reason, frozen_by=actor, frozen_at=database_now(),
                  on_resume=on_resume if scope == "publishing" else "publish")
     db.session.add(row)
+    audit.record("freeze.start", audit.target("freeze", None, scope),
+                 {"reason": reason, "on_resume": row.on_resume})
     try:
         db.session.commit()
     except sa.exc.IntegrityError:  # another admin froze it a moment ago
@@ -85,6 +87,8 @@ def resume(scope: str, now: datetime | None = None) -> Resumed:
     held = []
     if scope == "publishing" and row.on_resume == "hold":
         held = posts.hold_due(now or database_now())
+    audit.record("freeze.resume", audit.target("freeze", None, scope),
+                 {"reason": row.reason, "held": [pid for pid, _title in held]})
     db.session.delete(row)
     wake_scheduler(KEY_OF[scope].name)
     db.session.commit()

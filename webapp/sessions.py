@@ -13,6 +13,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from . import audit
 from .extensions import db
 from .models import User, UserSession, utcnow
 
@@ -36,8 +37,12 @@ def hash_secret(secret: str) -> str:
 def start_session(user: User, address: str, user_agent: str) -> str:
     """Record a new session for user and return its secret (for the cookie only)."""
     secret = secrets.token_urlsafe(32)
-    db.session.add(UserSession(user_id=user.id, secret_hash=hash_secret(secret),
-                               address=address[:64], user_agent=user_agent[:200]))
+    record = UserSession(user_id=user.id, secret_hash=hash_secret(secret),
+                         address=address[:64], user_agent=user_agent[:200])
+    db.session.add(record)
+    db.session.flush()  # the audit row names the session's id (never its secret)
+    audit.record("session.start", audit.target("session", record.id, user.email),
+                 {"user_agent": record.user_agent}, actor=user)
     db.session.commit()
     user.session_secret = secret
     return secret
@@ -75,7 +80,12 @@ def _expired(record: UserSession, now) -> bool:
 
 def end_session(secret: str, why: str = SIGNED_OUT) -> None:
     """End the session with this secret (sign-out)."""
-    _end(UserSession.secret_hash == hash_secret(secret), None, why)
+    where = UserSession.secret_hash == hash_secret(secret)
+    ended = db.session.execute(sa.select(UserSession.id, User.email).join(User).where(
+        where, UserSession.ended_at.is_(None))).first()
+    if ended is not None and _end(where, [ended.id], why):
+        audit.record("session.end", audit.target("session", ended.id, ended.email),
+                     {"why": why})
     db.session.commit()
 
 

@@ -7,6 +7,7 @@ names the holder it is about).
 
 import sqlalchemy as sa
 
+from .. import audit
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..models import LeaderEvent, LeaderState
@@ -35,6 +36,10 @@ def _check_holder(key: SchedulerKey, expected: str) -> str:
     return holder
 
 
+def _target(key: SchedulerKey) -> str:
+    return f"{key.name} key"
+
+
 def request_step_down(key: SchedulerKey, expected: str, by: str) -> str:
     """Ask key's holder to release at its next check and wake it; return the holder."""
     try:
@@ -45,6 +50,7 @@ def request_step_down(key: SchedulerKey, expected: str, by: str) -> str:
             .values(step_down_requested=True).returning(LeaderState.term))
         db.session.add(LeaderEvent(key=key.value, kind="step_down", term=term or 0,
                                    holder=holder, detail=f"by {by}"[:500], at=now))
+        audit.record("leader.step_down", _target(key), {"holder": holder, "term": term})
         wake_scheduler(key.name)  # delivered at commit: the holder re-verifies at once
         db.session.commit()
     except BaseException:
@@ -58,7 +64,14 @@ def evict(key: SchedulerKey, expected: str, by: str) -> str:
     view = current_view()
     if view.can_evict and not expected:
         raise OpsError("Say which holder to evict.")
-    evicted = view.evict(key.value, expected, f"by {by}"[:500], [k.value for k in KEYS.values()])
+    # added first, written by the eviction's own commit; dropped when nothing was evicted
+    audit.record("leader.evict", _target(key), {"holder": expected})
+    try:
+        evicted = view.evict(key.value, expected, f"by {by}"[:500],
+                             [k.value for k in KEYS.values()])
+    except BaseException:
+        db.session.rollback()
+        raise
     if evicted is None:
         _check_holder(key, expected)  # explains what changed
         raise OpsError(f"{expected} no longer holds the {key.name} key; nothing was done.")

@@ -249,7 +249,10 @@ class PgView:
         params = {"key": key, "expected": expected, "detail": detail, "ours": ours}
         try:
             row = db.session.connection().exec_driver_sql(EVICT_SQL, params).first()
-            db.session.commit()
+            if row:
+                db.session.commit()
+            else:  # nobody evicted: nothing to keep (an audit row the caller added goes too)
+                db.session.rollback()
         except sa.exc.DBAPIError as exc:
             db.session.rollback()
             raise OpsError(f"PostgreSQL refused to end that session: {exc.orig}") from exc

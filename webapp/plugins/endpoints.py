@@ -12,6 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
+from .. import audit
 from ..db import database_now
 from ..extensions import db
 from ..models import Timer, WebhookDelivery, WebhookEndpoint
@@ -94,8 +95,15 @@ def create_webhook(url: str, events: Iterable[str], secret: str,
         raise WebhookError(errors)
     endpoint = WebhookEndpoint(description=(description or "").strip(), active=True, **values)
     db.session.add(endpoint)
+    db.session.flush()  # the audit row names the new endpoint's id; never its secret
+    audit.record("webhook.create", _target(endpoint), {"url": endpoint.url,
+                                                        "events": endpoint.events})
     db.session.commit()
     return endpoint
+
+
+def _target(endpoint: WebhookEndpoint) -> str:
+    return audit.target("webhook", endpoint.id, endpoint.url)
 
 
 def list_webhooks() -> list[WebhookEndpoint]:
@@ -105,12 +113,16 @@ def list_webhooks() -> list[WebhookEndpoint]:
 
 def set_active(endpoint: WebhookEndpoint, active: bool) -> None:
     """Switch an endpoint on or off (off: new events are not queued for it)."""
+    audit.record("webhook.enable" if active else "webhook.disable", _target(endpoint),
+                 {"active": [endpoint.active, active]})
     endpoint.active = active
     db.session.commit()
 
 
 def delete_webhook(endpoint: WebhookEndpoint) -> None:
     """Delete an endpoint and its delivery log."""
+    audit.record("webhook.delete", _target(endpoint), {"url": endpoint.url,
+                                                        "events": endpoint.events})
     db.session.delete(endpoint)
     db.session.commit()
 
@@ -132,8 +144,10 @@ def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
     delivery.attempts = 0
     delivery.next_attempt_at = now
     delivery.claimed_at = None
+    audit.record("webhook.redeliver", audit.target("delivery", delivery.id, delivery.topic),
+                 {"endpoint": delivery.endpoint_id, "delivery_id": delivery.delivery_id})
     db.session.commit()
     timer = db.session.scalar(sa.select(Timer).where(
         Timer.plugin == "webhooks", Timer.default_key == "deliver"))
     if timer is not None:
-        queue_run_now(timer, now)
+        queue_run_now(timer, now, audited=False)  # part of the redelivery recorded above

@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 
 import sqlalchemy as sa
 
+from .. import audit
 from ..extensions import db
 from ..models import PluginState, utcnow
 from .base import Action, Plugin
@@ -148,6 +149,8 @@ def set_enabled(name: str, enabled: bool, reason: str = "") -> None:
     state.enabled = enabled
     state.paused_reason = "" if enabled else reason[:500]
     state.updated_at = utcnow()
+    # a person's switch; Soloist's own pause (outside a request) is not recorded
+    audit.record("plugin.enable" if enabled else "plugin.disable", audit.target("plugin", name))
     db.session.commit()
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from .. import audit
 from ..db import database_now
 from ..extensions import db
 from ..models import Post
@@ -91,12 +92,25 @@ def _slug_taken(slug: str, except_id: int | None = None) -> bool:
 SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
 
 
-def _commit_or_slug_taken() -> None:
+def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None) -> None:
+    """Commit, with the audit row of a new post (its id comes from the flush) if given."""
     try:
+        if post is not None:
+            db.session.flush()
+            audit.record("post.create", audit.target("post", post.id, post.title), detail)
         db.session.commit()
     except IntegrityError:  # two editors took the same slug at the same moment
         db.session.rollback()
         raise PostError(dict(SLUG_TAKEN)) from None
+
+
+def _text_changes(post: Post, fields: PostFields) -> dict:
+    """Return what an edit changes: the title and slug as they were and are, the body's size."""
+    changed = audit.changes({"title": post.title, "slug": post.slug},
+                            {"title": fields.title, "slug": fields.slug})
+    if fields.body != post.body:
+        changed["body"] = [audit.text_size(post.body), audit.text_size(fields.body)]
+    return changed
 
 
 def create_post(title: str, slug: str, body: str) -> Post:
@@ -107,7 +121,8 @@ def create_post(title: str, slug: str, body: str) -> Post:
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, status="draft",
                 version=1)
     db.session.add(post)
-    _commit_or_slug_taken()
+    _commit_or_slug_taken(post, {"title": post.title, "slug": post.slug,
+                                 "body": audit.text_size(post.body)})
     return post
 
 
@@ -135,5 +150,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     if saved != 1:
         db.session.rollback()
         raise StalePost(get_post(post_id))
+    audit.record("post.edit", audit.target("post", post_id, fields.title),
+                 _text_changes(post, fields))
     _commit_or_slug_taken()
     return get_post(post_id)

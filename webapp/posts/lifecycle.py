@@ -10,6 +10,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from .. import audit
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
@@ -155,6 +156,8 @@ def schedule_post(post_id: int, version: int, publish_at: datetime,
         db.session.rollback()
         raise PostError({"form": "This post is published: unpublish it first, or set when it "
                                  "should be unpublished."})
+    _audit_post("post.schedule", post, status="scheduled", publish_at=publish_at,
+                unpublish_at=unpublish_at)
     post.status = "scheduled"
     post.publish_at = publish_at
     post.unpublish_at = unpublish_at
@@ -171,11 +174,24 @@ def set_unpublish_time(post_id: int, version: int, unpublish_at: datetime | None
     if post.status != "published":
         db.session.rollback()
         raise PostError({"form": f"This post is {post.status}, not published; nothing changed."})
+    _audit_post("post.unpublish_time", post, unpublish_at=unpublish_at)
     post.unpublish_at = unpublish_at
     post.version += 1
     wake_scheduler(PUBLISH.name)
     db.session.commit()
     return post
+
+
+def _audit_post(action: str, post: Post, **after) -> None:
+    """Record an editor's change of post's schedule: each field as it was and will be."""
+    before = {name: getattr(post, name) for name in after}
+    audit.record(action, audit.target("post", post.id, post.title), audit.changes(before, after))
+
+
+def _audit_moved(action: str, moved: list[sa.Row], status: list[str | None]) -> None:
+    """Record an editor's status change of the one post moved."""
+    for row in moved:
+        audit.record(action, audit.target("post", row.id, row.title), {"status": status})
 
 
 def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str) -> list[sa.Row]:
@@ -192,8 +208,10 @@ def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str)
 def unschedule_post(post_id: int) -> None:
     """Take a scheduled post back to draft."""
     now = database_now()
-    _move_one(post_id, ("scheduled",), {"status": "draft", "publish_at": None,
-                                        "unpublish_at": None, "updated_at": now}, "unscheduled")
+    moved = _move_one(post_id, ("scheduled",), {"status": "draft", "publish_at": None,
+                                                "unpublish_at": None, "updated_at": now},
+                      "unscheduled")
+    _audit_moved("post.unschedule", moved, ["scheduled", "draft"])
     db.session.commit()
 
 
@@ -204,6 +222,7 @@ def publish_now(post_id: int, instance: str = "") -> None:
     moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
                                              "publish_at": now, "unpublish_at": keep_expiry,
                                              "updated_at": now}, "published")
+    _audit_moved("post.publish", moved, [None, "published"])  # from draft, scheduled, ...
     wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
     _commit_moved("post.published", moved, now, instance)
 
@@ -213,4 +232,5 @@ def unpublish_post(post_id: int, instance: str = "") -> None:
     now = database_now()
     moved = _move_one(post_id, ("published",), {"status": "unpublished", "unpublish_at": None,
                                                "updated_at": now}, "unpublished")
+    _audit_moved("post.unpublish", moved, ["published", "unpublished"])
     _commit_moved("post.unpublished", moved, now, instance)

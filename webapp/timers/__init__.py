@@ -12,6 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .. import audit
 from ..db import database_now, insert_ignoring_conflicts, wake_scheduler
 from ..extensions import db
 from ..models import Timer, TimerRun
@@ -25,6 +26,10 @@ __all__ = ["MISFIRE", "create_timer", "delete_timer", "ensure_default_timers", "
            "update_timer", "zones"]
 
 log = logging.getLogger("soloist.timers")
+
+
+def _target(timer: Timer) -> str:
+    return audit.target("timer", timer.id, timer.name)
 
 
 def _apply(timer: Timer, values: dict, now: datetime) -> None:
@@ -43,6 +48,10 @@ def create_timer(data: Mapping[str, Any], now: datetime | None = None) -> Timer:
     timer = Timer(consecutive_failures=0, paused=False, paused_reason="")
     _apply(timer, values, now)
     db.session.add(timer)
+    db.session.flush()  # the audit row names the new timer's id
+    audit.record("timer.create", _target(timer), {
+        key: values[key] for key in ("action", "params", "kind", "every", "unit", "cron",
+                                     "run_at", "timezone") if key in values})
     wake_scheduler("plugins")
     db.session.commit()
     return timer
@@ -59,6 +68,8 @@ def update_timer(timer: Timer, data: Mapping[str, Any], now: datetime | None = N
                                          "timer for another action."})
     if values["run_at"] != timer.run_at:
         _refuse_past_once(values, now)
+    before = {key: getattr(timer, key) for key in values}
+    audit.record("timer.edit", _target(timer), audit.changes(before, values))
     _apply(timer, values, now)
     wake_scheduler("plugins")
     db.session.commit()
@@ -87,8 +98,12 @@ def history(timer: Timer, limit: int = 50) -> list[TimerRun]:
         .order_by(TimerRun.scheduled_for.desc(), TimerRun.id.desc()).limit(limit)))
 
 
-def queue_run_now(timer: Timer, now: datetime | None = None) -> TimerRun:
-    """Queue a run for the plugin leader (one waiting run per timer at most)."""
+def queue_run_now(timer: Timer, now: datetime | None = None, *,
+                  audited: bool = True) -> TimerRun:
+    """Queue a run for the plugin leader (one waiting run per timer at most).
+
+    audited=False when the run is part of another recorded change (a redelivery).
+    """
     now = now or database_now()
     waiting = db.session.scalar(sa.select(TimerRun).where(
         TimerRun.timer_id == timer.id, TimerRun.status == "queued").limit(1))
@@ -103,6 +118,8 @@ def queue_run_now(timer: Timer, now: datetime | None = None) -> TimerRun:
             .returning(TimerRun.id))
         if run_id is not None:
             break
+    if audited:
+        audit.record("timer.run", _target(timer), {"run": run_id})
     wake_scheduler("plugins")
     db.session.commit()
     return db.session.get(TimerRun, run_id)
@@ -110,6 +127,7 @@ def queue_run_now(timer: Timer, now: datetime | None = None) -> TimerRun:
 
 def pause(timer: Timer, reason: str = "Paused by an editor.") -> None:
     """Stop a timer from running on schedule until it is resumed."""
+    audit.record("timer.pause", _target(timer), {"paused": [timer.paused, True]})
     timer.paused = True
     timer.paused_reason = reason[:500]
     db.session.commit()
@@ -118,6 +136,7 @@ def pause(timer: Timer, reason: str = "Paused by an editor.") -> None:
 def resume(timer: Timer, now: datetime | None = None) -> None:
     """Run a timer on schedule again, from the next slot after now, with failures forgiven."""
     now = now or database_now()
+    audit.record("timer.resume", _target(timer), {"paused": [timer.paused, False]})
     timer.paused = False
     timer.paused_reason = ""
     timer.consecutive_failures = 0
@@ -130,6 +149,7 @@ def delete_timer(timer: Timer) -> None:
     """Delete a timer and its history (a plugin's own timers can only be paused)."""
     if timer.default_key:
         raise ValidationError({"timer": "A plugin's own timer cannot be deleted; pause it."})
+    audit.record("timer.delete", _target(timer), {"action": timer.qualified_action})
     db.session.delete(timer)
     db.session.commit()
 

@@ -18,6 +18,7 @@ from ..accounts import (
     check_credentials,
     end_one,
     password_errors,
+    set_timezone,
 )
 from ..apitokens import create_token, list_tokens
 from ..extensions import db
@@ -123,8 +124,7 @@ def _save_settings(zone: str, data) -> dict[str, str]:
         errors.update(_check_password_change(new, data))
     if errors:
         return errors
-    current_user.timezone = zone
-    db.session.commit()
+    set_timezone(current_user, zone)
     if new:
         change_password(current_user, new, keep=current_user.session_secret)
     return {}
