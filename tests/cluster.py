@@ -86,7 +86,8 @@ def base_env(database_url: str | None, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST"))}
     env.pop("DATABASE_URL", None)
     env.pop("LOCK_DATABASE_URL", None)
-    env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1"})
+    # a developer's .env (read by gunicorn_conf.py and the Flask CLI) must not change a test
+    env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1", "PYTHON_DOTENV_DISABLED": "1"})
     if database_url:
         env["DATABASE_URL"] = database_url
     env.update({k: str(v) for k, v in extra.items()})

@@ -4,7 +4,10 @@ import math
 import os
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from urllib.parse import urlsplit
+
+import dotenv
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -94,6 +97,21 @@ def metrics_token(env: Mapping[str, str]) -> str | None:
         raise ConfigError("METRICS_TOKEN must be at least 32 characters: "
                           "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     return raw
+
+
+def read_dotenv(directory: str | None = None) -> str | None:
+    """Load the .env file found from directory (or the working directory) upwards.
+
+    As the Flask CLI does for `flask run`: variables already in the environment win,
+    and no file is no error. gunicorn_conf.py calls it before reading PORT. Return the
+    file's path, or None.
+    """
+    start = Path(directory or os.getcwd()).resolve()
+    path = next((d / ".env" for d in (start, *start.parents) if (d / ".env").is_file()), None)
+    if path is None:
+        return None
+    dotenv.load_dotenv(path, override=False, encoding="utf-8")
+    return str(path)
 
 
 def instance_name(env: Mapping[str, str]) -> str:

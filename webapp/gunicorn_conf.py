@@ -8,8 +8,9 @@ import shutil
 import signal
 import tempfile
 
-from webapp.config import env_int, instance_name
+from webapp.config import env_int, instance_name, read_dotenv
 
+read_dotenv()  # a local .env, as `flask run` reads it; the real environment wins
 _instance = instance_name(os.environ)
 
 bind = f"0.0.0.0:{env_int(os.environ, 'PORT', 8000, minimum=1)}"
