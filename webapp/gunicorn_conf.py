@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import tempfile
+from pathlib import Path
 
 from webapp.config import env_int, instance_name, read_dotenv
 
@@ -43,14 +44,28 @@ logconfig_dict = {
 }
 
 
-def on_starting(server):
+def when_ready(server):
     """Give this instance's workers a fresh directory for their Prometheus histograms.
 
-    Set before any worker imports prometheus_client, which picks multiprocess mode
-    from the environment; GET /metrics adds up every worker's files.
+    Set once the master listens (a failed bind leaves nothing behind) and before any
+    worker is forked and imports prometheus_client, which picks multiprocess mode from
+    the environment; GET /metrics adds up every worker's files.
     """
+    _remove_dead_masters_directories()
     path = tempfile.mkdtemp(prefix=f"soloist-metrics-{os.getpid()}-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path  # a SIGHUP reload keeps it
+
+
+def _remove_dead_masters_directories() -> None:
+    """Remove the metrics directories of masters that were killed before on_exit ran."""
+    for path in Path(tempfile.gettempdir()).glob("soloist-metrics-*-*"):
+        pid = path.name.split("-")[2]
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except (ValueError, PermissionError):
+            continue
 
 
 def child_exit(server, worker):
