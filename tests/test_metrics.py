@@ -82,6 +82,7 @@ def test_a_revoked_users_token_may_not_scrape(app, api):
 
 def test_a_key_nobody_ever_led_has_no_leader_and_term_0(api):
     found = scrape(api)
+    assert found[("soloist_posts_late_seconds",)] == 0
     assert key_gauges(found, "publish") == {"soloist_key_has_leader": 0, "soloist_leader_term": 0,
                                             "soloist_key_standbys": 0}
 
@@ -152,6 +153,7 @@ def test_posts_timers_deliveries_and_the_outbox_are_counted_per_status(api, app)
             ("draft", "scheduled", "published", "unpublished")} == {
         "draft": 1, "scheduled": 3, "published": 1, "unpublished": 0}
     assert found[("soloist_posts_late",)] == 2
+    assert 120 <= found[("soloist_posts_late_seconds",)] < 130
     assert {s: found[("soloist_timers", ("state", s))] for s in ("active", "failing", "paused")
             } == {"active": 1, "failing": 1, "paused": 1}
     assert {s: found[("soloist_webhook_deliveries", ("status", s))] for s in

@@ -2,7 +2,7 @@
 
 Any instance answers a scrape for the whole fleet: the gauges (who leads each key,
 posts, timers, deliveries, the outbox) are read from the database at scrape time by
-FleetCollector, in three statements. The histograms (publish lag, tick duration)
+FleetCollector, in five statements. The histograms (publish lag, tick duration)
 are this instance's: under gunicorn they live in PROMETHEUS_MULTIPROC_DIR (set by
 webapp/gunicorn_conf.py) and a scrape adds up every worker's files; without it
 (flask run, tests) the process's own values are served.
@@ -102,6 +102,7 @@ class FleetCollector:
         sessions = view.sessions([k.value for k in KEYS.values()])
         yield from leader_families(now, sessions, _leader_states(), self.stale_seconds)
         yield from queue_families(_queue_counts(now))
+        yield _oldest_late(now)
 
 
 def _leader_states() -> dict[int, sa.Row]:
@@ -174,6 +175,15 @@ def _queue_counts(now: datetime) -> dict[tuple[str, str], int]:
     ]
     rows = db.session.execute(sa.union_all(*parts)).all()
     return {(what, str(label)): int(n) for what, label, n in rows}
+
+
+def _oldest_late(now: datetime) -> Metric:
+    """Return how long the longest-waiting due post has been late (0 when none is)."""
+    due = db.session.scalar(sa.select(sa.func.min(Post.publish_at)).where(
+        Post.status == "scheduled", Post.publish_at <= now))  # the ix_posts_due index
+    return GaugeMetricFamily(
+        "soloist_posts_late_seconds", "Seconds the longest-waiting due post has been late "
+        "(0 when none is).", value=max((now - due).total_seconds(), 0.0) if due else 0.0)
 
 
 def queue_families(counts: dict[tuple[str, str], int]) -> Iterator[Metric]:
