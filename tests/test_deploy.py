@@ -64,11 +64,15 @@ def heroku_db():
 
 
 def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):
-    release = subprocess.run(["bash", "-c", procfile()["release"]], cwd=ROOT,
-                             env=heroku_env(heroku_db, "release.1"), capture_output=True,
-                             text=True, timeout=120)
+    release_env = {**heroku_env(heroku_db, "release.1"), "HEROKU_RELEASE_VERSION": "v12"}
+    release_env.pop("SOURCE_VERSION", None)
+    release = subprocess.run(["bash", "-c", procfile()["release"]], cwd=ROOT, env=release_env,
+                             capture_output=True, text=True, timeout=120)
     assert release.returncode == 0, release.stderr
     view = LockView(heroku_db)
+    # the deploy report's first record: the release phase names the version it released
+    assert view.query("SELECT version, source FROM deploys") == [
+        ("v12", "HEROKU_RELEASE_VERSION")]
     first_env, second_env = heroku_env(heroku_db, "web.1"), heroku_env(heroku_db, "web.2")
     first = start_web(first_env, tmp_path / "web1.log")
     second = None

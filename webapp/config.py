@@ -128,6 +128,19 @@ def instance_name(env: Mapping[str, str]) -> str:
     return socket.gethostname()
 
 
+RELEASE_VARIABLES = ("SOURCE_VERSION", "HEROKU_RELEASE_VERSION", "RENDER_GIT_COMMIT",
+                     "FLY_IMAGE_REF")
+
+
+def release_version(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """Return the version being released and the variable that named it, if any."""
+    env = os.environ if env is None else env
+    for name in RELEASE_VARIABLES:
+        if env.get(name, "").strip():
+            return env[name].strip()[:200], name
+    return None
+
+
 def load_config(env: Mapping[str, str] | None = None) -> dict:
     """Build the app's configuration from an environment mapping."""
     env = os.environ if env is None else env

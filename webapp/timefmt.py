@@ -106,6 +106,11 @@ def local(moment: datetime | None, zone: str | None = None) -> str:
     return UNSET if moment is None else format_local(moment, zone or reader_zone())
 
 
+def clock(moment: datetime | None) -> str:
+    """Show the time of day of a moment in the reader's zone (14:00): the |clock filter."""
+    return UNSET if moment is None else to_local(moment, reader_zone()).strftime("%H:%M")
+
+
 def _ago(moment: datetime | None) -> str:
     return ago(moment, page_now())
 
@@ -126,6 +131,7 @@ def time_tag(moment: datetime | None, relative: bool = True) -> Markup:
 def init_app(app: Flask) -> None:
     """Register the time filters every template uses."""
     app.add_template_filter(local, "local")
+    app.add_template_filter(clock, "clock")
     app.add_template_filter(_ago, "ago")
     app.add_template_filter(duration, "duration")
     app.add_template_filter(iso, "iso")

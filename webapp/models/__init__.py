@@ -3,7 +3,7 @@
 from .accounts import ApiToken, LoginFailure, User, UserSession
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
-from .ops import Freeze
+from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .timers import Timer, TimerRun
@@ -13,6 +13,7 @@ from .webhooks import WebhookDelivery, WebhookEndpoint
 __all__ = [
     "ApiToken",
     "AuditEvent",
+    "Deploy",
     "Freeze",
     "HookDelivery",
     "LeaderEvent",

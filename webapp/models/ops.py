@@ -1,4 +1,4 @@
-"""Model what ops set on the whole fleet: freezes of publishing or of timers."""
+"""Model what ops set on or record of the whole fleet: freezes, and deploys."""
 
 from datetime import datetime
 
@@ -20,3 +20,15 @@ class Freeze(db.Model):
     frozen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # publishing only: what posts that came due meanwhile do on resume (publish, hold)
     on_resume: Mapped[str] = mapped_column(sa.String(16), default="publish")
+
+
+class Deploy(db.Model):
+    """A release the release phase recorded: which version, from where, and when."""
+
+    __tablename__ = "deploys"
+    __table_args__ = (sa.Index("ix_deploys_at", "at"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    version: Mapped[str] = mapped_column(sa.String(200))
+    source: Mapped[str] = mapped_column(sa.String(40))  # the variable it came from, or git
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -14,6 +14,7 @@ from flask import (
 )
 from flask_login import current_user
 
+from ..deploys import WINDOW, build_timeline, report
 from ..leadership.ops import OpsError, current_holder, evict, request_step_down
 from ..leadership.status import find_key, shared_snapshot, snapshot
 from ..security import role_required
@@ -40,8 +41,11 @@ def _helpers() -> dict:
 @bp.get("/")
 @role_required("viewer")
 def index():
-    """Show the leader view; its live part polls the fragment."""
-    return render_template("status/index.html", snap=snapshot())
+    """Show the leader view (its live part polls the fragment) and the last 24 hours."""
+    snap = snapshot()
+    return render_template("status/index.html", snap=snap, tl=build_timeline(snap.as_of),
+                           windows=report(snap.as_of),
+                           window_minutes=int(WINDOW.total_seconds() // 60))
 
 
 @bp.get("/live")

@@ -1,0 +1,138 @@
+"""The last hours of leadership, per key, as segments: who held it, and when nobody did.
+
+Built from leader_events (acquired, and the ends of terms: released, lost, evicted,
+ended), so it shows what the fleet recorded. A term's end may be written after its
+successor began (a holder that learns late that it lost): the key had a leader all
+along then, and no gap is drawn. The status page draws it with the deploys on top.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from ..extensions import db
+from ..leadership.keys import KEYS
+from ..models import Deploy, LeaderEvent
+from .record import recent_deploys
+
+ENDS = ("released", "lost", "evicted", "ended")
+SPAN = timedelta(hours=24)
+LABELS = 90  # the drawing is 1000 wide; the lanes' names take the left of it
+SHADES = 6  # holders are told apart by one of this many colours (by instance)
+
+
+@dataclass
+class Segment:
+    """A stretch of one key's history: held by holder in term, or (holder "") by nobody."""
+
+    start: datetime
+    end: datetime
+    holder: str = ""
+    term: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass
+class Timeline:
+    """Segments per key name and the deploys between since and until."""
+
+    since: datetime
+    until: datetime
+    lanes: dict[str, list[Segment]] = field(default_factory=dict)
+    deploys: list[Deploy] = field(default_factory=list)
+
+    def x(self, moment: datetime, wide: int = 1000) -> float:
+        """Return where moment falls in a drawing wide units across (names on the left)."""
+        span = (self.until - self.since).total_seconds() or 1.0
+        share = (min(max(moment, self.since), self.until) - self.since).total_seconds() / span
+        return round(LABELS + (wide - LABELS) * share, 1)
+
+    def width(self, segment: "Segment", wide: int = 1000) -> float:
+        """Return how wide segment is drawn: a gap of seconds still shows, as a thin mark."""
+        drawn = self.x(segment.end, wide) - self.x(segment.start, wide)
+        return max(drawn, 0.8 if segment.holder else 2.5)
+
+    def drawn(self, segments: list["Segment"]) -> list["Segment"]:
+        """Return segments in drawing order: the leaderless ones last, on top."""
+        return sorted(segments, key=lambda s: bool(s.holder), reverse=True)
+
+    def instances(self) -> list[str]:
+        """Return the instances that held a key in this timeline, for the legend."""
+        return sorted({instance_of(s.holder) for lane in self.lanes.values() for s in lane
+                       if s.holder})
+
+    def shade(self, holder: str) -> int:
+        """Return the colour number of holder's instance (stable within this timeline)."""
+        return self.instances().index(instance_of(holder)) % SHADES
+
+    def hours(self, every: int = 3, wide: int = 1000) -> list[datetime]:
+        """Return the whole hours (every few) between since and until, for the axis."""
+        first = self.since.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        marks = []
+        while first < self.until:
+            if first.hour % every == 0 and self.x(first, wide) < wide - 20:  # room for a label
+                marks.append(first)
+            first += timedelta(hours=1)
+        return marks
+
+
+def instance_of(holder: str) -> str:
+    """Return the instance part of a holder's name (soloist-sched:web.1:4242 -> web.1)."""
+    parts = holder.split(":")
+    return ":".join(parts[1:-1]) if len(parts) >= 3 else holder
+
+
+def build_timeline(now: datetime, span: timedelta = SPAN) -> Timeline:
+    """Return the last span of leadership and deploys, up to now."""
+    since = now - span
+    lanes = {key.name: lane(key.value, since, now) for key in KEYS.values()}
+    return Timeline(since, now, lanes, recent_deploys(since, now))
+
+
+def lane(key: int, since: datetime, until: datetime) -> list[Segment]:
+    """Return key's segments between since and until (held, and leaderless ones)."""
+    before = db.session.scalar(
+        sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at < since,
+                                     LeaderEvent.kind.in_(("acquired", *ENDS)))
+        .order_by(LeaderEvent.at.desc(), LeaderEvent.id.desc()).limit(1))
+    events = db.session.scalars(
+        sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at >= since,
+                                     LeaderEvent.at <= until,
+                                     LeaderEvent.kind.in_(("acquired", *ENDS)))
+        .order_by(LeaderEvent.at, LeaderEvent.id)).all()
+    active: dict[int, tuple[str, datetime]] = {}
+    if before is not None and before.kind == "acquired":
+        active[before.term] = (before.holder, since)
+    segments: list[Segment] = []
+    nobody_since = None if active else since
+    for event in events:
+        if event.kind == "acquired":
+            if nobody_since is not None and event.at > nobody_since:
+                segments.append(Segment(nobody_since, event.at))
+            nobody_since = None
+            active[event.term] = (event.holder, event.at)
+        elif event.term in active:
+            holder, start = active.pop(event.term)
+            segments.append(Segment(start, event.at, holder, event.term))
+            if not active:
+                nobody_since = event.at
+    segments.extend(Segment(start, until, holder, term)
+                    for term, (holder, start) in active.items())
+    if nobody_since is not None and until > nobody_since:
+        segments.append(Segment(nobody_since, until))
+    return sorted(segments, key=lambda s: (s.start, s.end))
+
+
+def longest_gap(segments: list[Segment], start: datetime, end: datetime) -> float:
+    """Return the longest time in [start, end] the segments show nobody leading."""
+    longest = 0.0
+    for segment in segments:
+        if segment.holder:
+            continue
+        clipped = (min(segment.end, end) - max(segment.start, start)).total_seconds()
+        longest = max(longest, clipped)
+    return longest
