@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from tests.support import add_user, text
 from webapp.extensions import db
 from webapp.models import (
+    AuditEvent,
     HookDelivery,
     LeaderEvent,
     LoginFailure,
@@ -188,11 +189,15 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         db.session.flush()
         db.session.add_all(UserSession(user_id=user.id, secret_hash=f"{n}", ended_at=ended)
                            for n, ended in enumerate((T0 - timedelta(days=91), new, None)))
+        db.session.add_all(AuditEvent(at=at, actor="ada@example.com", via="web",
+                                      action="post.edit")
+                           for at in (T0 - timedelta(days=366), T0 - timedelta(days=364)))
         db.session.commit()
         counts = housekeeping.trim(T0)
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
                           "timer runs": 1, "leadership events": 1, "login failures": 0,
-                          "ended sessions": 1}
+                          "ended sessions": 1, "audit events": 1}
+        assert db.session.scalar(sa.select(sa.func.count(AuditEvent.id))) == 1
         assert db.session.scalar(sa.select(sa.func.count(UserSession.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(WebhookDelivery.id))) == 1

@@ -111,6 +111,6 @@ def revoke_tokens_command(email: str) -> None:
     audit.from_shell()
     revoked = revoke_tokens(user, "revoked from the command line")
     if revoked:
-        audit.record("token.revoke", user_target(user), {"tokens": revoked})
+        audit.record("token.revoke", user_target(user), {"revoked": revoked})
     db.session.commit()
     click.echo(f"Revoked {revoked} API token(s) of {user.email}.")

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from ..extensions import db
 from ..models import (
+    AuditEvent,
     HookDelivery,
     LeaderEvent,
     LoginFailure,
@@ -29,7 +30,7 @@ from .base import Param, Plugin, RunContext
 
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
-                "leadership events, failed sign-ins and ended sign-in sessions.")
+                "leadership events, failed sign-ins, ended sign-in sessions and audit events.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
                      misfire="run_once", grace_seconds=3600)
 
@@ -37,10 +38,12 @@ BATCH = 2000  # rows per delete: tens of milliseconds, far below the statement t
 MARGIN_SECONDS = 15.0  # stop starting batches this long before the run's maximum runtime
 FINISHED_HOOKS = ("done", "failed")
 FINISHED_WEBHOOKS = ("delivered", "failed")
+AUDIT_DAYS, AUDIT_MIN_DAYS = 365, 30  # the audit log is kept a year, and never under a month
 
 
 def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days: int = 90,
-         outbox_days: int = 30, login_failures_days: int = 1, sessions_days: int = 90, *,
+         outbox_days: int = 30, login_failures_days: int = 1, sessions_days: int = 90,
+         audit_days: int = AUDIT_DAYS, *,
          batch: int = BATCH,
          more: Callable[[], bool] = lambda: True) -> dict[str, int]:
     """Delete finished history older than each retention; return how many rows of each.
@@ -69,6 +72,7 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
         ("leadership events", LeaderEvent.id, [LeaderEvent.at < before(leader_events_days)], []),
         ("login failures", LoginFailure.id, [LoginFailure.at < before(login_failures_days)], []),
         ("ended sessions", UserSession.id, [UserSession.ended_at < before(sessions_days)], []),
+        ("audit events", AuditEvent.at, [AuditEvent.at < before(audit_days)], []),
     ]
     return {name: delete_in_batches(key, [*found, *checked], found, batch, more)
             for name, key, found, checked in steps}
@@ -120,6 +124,10 @@ def _after(key, id_column, last_id, last_key) -> list:
           help="keep failed sign-ins this many days (throttling looks back 15 minutes)"),
     Param("sessions_days", "int", 90, minimum=1,
           help="keep ended sign-in sessions this many days (users and admins see them)"),
+    # only admins change this plugin's timer (webapp.timers.access); nobody goes under the floor
+    Param("audit_days", "int", AUDIT_DAYS, minimum=AUDIT_MIN_DAYS,
+          help=f"keep audit events this many days (at least {AUDIT_MIN_DAYS}: a change stays "
+               "on record for a month whatever the settings)"),
 ])
 def trim_action(ctx: RunContext, **retention: int) -> str:
     """Delete history past its retention, a batch at a time, until the run's time is up."""
