@@ -152,8 +152,8 @@ def check_filters(actor: str, action: str, since: datetime | None,
                   until: datetime | None) -> Filters:
     """Return the filters, or raise FilterError naming the first bad one."""
     actor, action = actor.strip().lower(), action.strip().lower()
-    if len(actor) > 254:
-        raise FilterError("actor", "Type at most 254 characters of an email.")
+    if len(actor) > 254 or "\x00" in actor:
+        raise FilterError("actor", "Type at most 254 characters of an email (no NUL).")
     if action and (len(action) > 40 or not ACTION_FILTER.match(action)):
         raise FilterError("action", "Type an action such as post.publish, or the start of one "
                                     "such as post. (lower-case letters, _ and one dot).")
