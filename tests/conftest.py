@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import LockView, create_database, drop_database
+from tests.receiver import Receiver
 from tests.support import Api, AuthActions, Fleet, make_app, migrate, postgres_or_skip
 from webapp.extensions import db
 from webapp.leadership import close_all_sessions
@@ -84,6 +85,14 @@ def sqlite_app(sqlite_url):
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def receiver():
+    """Return a local webhook receiver (tests/receiver.py) on 127.0.0.1, closed after."""
+    running = Receiver().start()
+    yield running
+    running.close()
 
 
 @pytest.fixture

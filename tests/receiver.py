@@ -1,7 +1,7 @@
 """A webhook receiver for tests: http.server on 127.0.0.1 in a thread.
 
-It records each request as it arrived on the wire (path, headers, body) and answers
-with the statuses it is told to, 200 once they run out.
+It records each request as it arrived on the wire (path, headers, body; a GET has no
+body) and answers with the statuses it is told to, 200 once they run out.
 """
 
 import threading
@@ -53,6 +53,12 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802  (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status = receiver._record(Request(self.path, dict(self.headers), body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_GET(self) -> None:  # noqa: N802  (a dead-man's switch ping)
+                status = receiver._record(Request(self.path, dict(self.headers), b""))
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

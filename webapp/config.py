@@ -114,6 +114,23 @@ def read_dotenv(directory: str | None = None) -> str | None:
     return str(path)
 
 
+def deadman_url(env: Mapping[str, str]) -> str | None:
+    """Return DEADMAN_URL, the dead-man's switch the publish leader pings (None: no pings)."""
+    raw = env.get("DEADMAN_URL", "").strip()
+    if not raw:
+        return None
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018  (raises ValueError on a port out of range)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or (
+            any(c.isspace() or ord(c) < 32 for c in raw)):
+        raise ConfigError("DEADMAN_URL must be an http(s) URL such as "
+                          f"https://hc-ping.com/<uuid>, not {raw!r}")
+    return raw
+
+
 def instance_name(env: Mapping[str, str]) -> str:
     """Name this instance from the platform's variables, else the hostname."""
     for name in (
@@ -171,6 +188,10 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
+        "OPS_NO_LEADER_SECONDS": env_float(env, "OPS_NO_LEADER_SECONDS", 30.0, 1.0),
+        "OPS_POST_LATE_SECONDS": env_float(env, "OPS_POST_LATE_SECONDS", 60.0, 1.0),
+        "DEADMAN_URL": deadman_url(env),
+        "DEADMAN_EVERY_SECONDS": env_float(env, "DEADMAN_EVERY_SECONDS", 60.0, 0.5),
         "METRICS_TOKEN": metrics_token(env),
         # set by webapp/gunicorn_conf.py: the workers' histograms are added up from its files
         "PROMETHEUS_MULTIPROC_DIR": env.get("PROMETHEUS_MULTIPROC_DIR") or None,

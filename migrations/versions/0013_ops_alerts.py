@@ -1,13 +1,16 @@
-"""ops alerts through webhooks
+"""ops alerts through webhooks: one outbox row per occurrence, Slack bodies per endpoint
+
+ops.* events are outbox rows like post events; dedupe_key (UNIQUE, NULL for post events)
+names an occurrence, so the processes that may each notice it write it once. An
+endpoint's payload_format says whether it gets the event as JSON or Slack's {"text": …}.
 
 Revision ID: 0013
 Revises: 0012
 Create Date: 2026-12-04
 
 """
-from alembic import op  # noqa: F401
-import sqlalchemy as sa  # noqa: F401
-
+import sqlalchemy as sa
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '0013'
@@ -17,8 +20,17 @@ depends_on = None
 
 
 def upgrade():
-    pass
+    with op.batch_alter_table('outbox_events', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('dedupe_key', sa.String(length=200), nullable=True))
+        batch_op.create_unique_constraint('uq_outbox_events_dedupe_key', ['dedupe_key'])
+    with op.batch_alter_table('webhook_endpoints', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('payload_format', sa.String(length=16), nullable=False,
+                                      server_default='standard'))
 
 
 def downgrade():
-    pass
+    with op.batch_alter_table('webhook_endpoints', schema=None) as batch_op:
+        batch_op.drop_column('payload_format')
+    with op.batch_alter_table('outbox_events', schema=None) as batch_op:
+        batch_op.drop_constraint('uq_outbox_events_dedupe_key', type_='unique')
+        batch_op.drop_column('dedupe_key')

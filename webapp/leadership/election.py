@@ -11,7 +11,7 @@ import random
 import time
 from datetime import UTC, datetime
 
-from .base import LOCK_ERRORS, is_stale
+from .base import LOCK_ERRORS, PollRow, is_stale
 from .pg import TransactionPoolerError
 
 log = logging.getLogger("soloist.leadership")
@@ -35,6 +35,8 @@ class Leadership:
         self.next_connect = 0.0
         self.pending: list[tuple] = []  # events to write once the connection is back
         self.db_now: datetime | None = None  # the database clock at the last verify
+        # what the last polls saw of the keys another holds: their heartbeat age and term
+        self.unled: dict[int, PollRow] = {}
 
     @property
     def missing(self) -> list[int]:
@@ -106,12 +108,15 @@ class Leadership:
             return False
         evicted = False
         for row in self.locks.poll(missing):
+            self.unled.pop(row.key, None)
             if row.acquired:
                 won.append(self._won(row.key))
             elif self._is_stale(row.heartbeat_age) and self._evict(row.key, row.heartbeat_age):
                 evicted = True
                 if self.locks.try_lock(row.key):
                     won.append(self._won(row.key))
+            else:
+                self.unled[row.key] = row
         return evicted
 
     def _is_stale(self, age: float | None) -> bool:

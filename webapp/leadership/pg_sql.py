@@ -3,6 +3,7 @@
 import sqlalchemy as sa
 
 from .base import ENDED_DETAIL
+from .keys import KEYS
 
 # The bigint key of an advisory lock taken with pg_advisory_lock(bigint).
 KEY_SQL = "((l.classid::bigint << 32) | l.objid::bigint)"
@@ -11,7 +12,9 @@ ADVISORY = (
     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
 
-
+# A key's registered name ("publish"), or its number as text.
+KEY_NAME_SQL = ("CASE k " + " ".join(f"WHEN {key.value} THEN '{key.name}'" for key in KEYS.values())
+                + " ELSE k::text END")
 
 POLL_SQL = """
 SELECT k.key, pg_try_advisory_lock(k.key),
@@ -73,8 +76,10 @@ def evict_sql(victim: str, notify: bool = False) -> str:
     ends too: a frozen process's open transaction would otherwise keep row locks that
     its successor skips. In the same statement it records an "evicted" event for each
     of %(ours)s the session held (parameter %(detail)s), and with notify wakes the
-    standbys. It returns the session's application_name, every key it held and how many
-    other connections ended; no row if victim matched nobody.
+    standbys. It also writes each such key's ops.leader_evicted alert to the outbox (once
+    per term, see webapp.alerts) and wakes the plugin leader to send it. It returns the
+    session's application_name, every key it held and how many other connections ended;
+    no row if victim matched nobody.
     """
     wake = ", pg_notify('soloist_handover', %(key)s::text)" if notify else ""
     return f"""
@@ -86,11 +91,23 @@ WITH victim AS MATERIALIZED (
   JOIN pg_stat_activity a ON a.pid = l.pid
   LEFT JOIN leader_state s ON s.key = {KEY_SQL}
   WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid() AND {victim}
+), lost AS MATERIALIZED (
+  SELECT k AS key, coalesce((SELECT term FROM leader_state WHERE key = k), 0) AS term,
+         v.application_name AS holder, {KEY_NAME_SQL} AS name
+  FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
 ), events AS (
   INSERT INTO leader_events (key, kind, term, holder, detail, at)
-  SELECT k, 'evicted', coalesce((SELECT term FROM leader_state WHERE key = k), 0),
-         v.application_name, %(detail)s, now()
-  FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
+  SELECT key, 'evicted', term, holder, %(detail)s, now() FROM lost
+), alerts AS (
+  -- ops.leader_evicted (webapp.alerts), once per evicted term however many evict it
+  INSERT INTO outbox_events (topic, payload, instance, created_at, dedupe_key)
+  SELECT 'ops.leader_evicted',
+         json_build_object('key', name, 'key_value', key, 'term', term, 'holder', holder,
+                           'detail', %(detail)s::text,
+                           'by', current_setting('application_name'), 'at', now()),
+         current_setting('application_name'), now(),
+         'ops.leader_evicted:' || name || ':' || term
+  FROM lost ON CONFLICT (dedupe_key) DO NOTHING
 ), process AS MATERIALIZED (
   SELECT pg_terminate_backend(b.pid, 2000) AS ended
   FROM pg_stat_activity b, victim v
@@ -100,7 +117,7 @@ WITH victim AS MATERIALIZED (
     AND b.client_addr IS NOT DISTINCT FROM v.client_addr AND b.datname = current_database()
 )
 SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000),
-       (SELECT count(*) FROM process WHERE ended){wake}
+       (SELECT count(*) FROM process WHERE ended){wake}, pg_notify('soloist_wake', 'plugins')
 FROM victim v
 """
 

@@ -60,6 +60,7 @@ class OutboxEvent(db.Model):
         sa.Index("ix_outbox_processed_at", "processed_at",
                  postgresql_where=sa.text("processed_at IS NOT NULL"),
                  sqlite_where=sa.text("processed_at IS NOT NULL")),
+        sa.UniqueConstraint("dedupe_key", name="uq_outbox_events_dedupe_key"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
@@ -70,3 +71,5 @@ class OutboxEvent(db.Model):
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # (0013) an ops alert's occurrence ("ops.no_leader:<key>:<term>"): written once fleet-wide
+    dedupe_key: Mapped[str | None] = mapped_column(sa.String(200))

@@ -27,6 +27,9 @@ class WebhookEndpoint(db.Model):
     last_error: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # (0013) the body sent: "standard" (the event as JSON) or "slack" ({"text": ...})
+    payload_format: Mapped[str] = mapped_column(sa.String(16), default="standard",
+                                                server_default="standard")
 
     def __repr__(self) -> str:  # never the secret
         return f"<WebhookEndpoint {self.id} {self.url}>"

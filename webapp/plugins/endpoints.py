@@ -12,7 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
-from .. import audit
+from .. import alerts, audit
 from ..db import database_now
 from ..extensions import db
 from ..models import Timer, WebhookDelivery, WebhookEndpoint
@@ -20,7 +20,9 @@ from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
-TOPICS = tuple(TOPIC_HOOKS)
+TOPICS = (*TOPIC_HOOKS, *alerts.OPS_TOPICS)
+FORMATS = ("standard", "slack")  # the event as JSON, or Slack's {"text": ...}
+DEFAULT_TOPICS = tuple(TOPIC_HOOKS)  # the form's first offer; ops alerts are opted into
 MIN_SECRET = 16
 MAX_SECRET = 200
 
@@ -78,13 +80,21 @@ def _check_secret(secret: str | None) -> str:
     return secret
 
 
+def _check_format(payload_format: str | None) -> str:
+    chosen = "standard" if payload_format is None else payload_format
+    if chosen not in FORMATS:
+        raise WebhookError({"payload_format": f"Choose a payload format: {', '.join(FORMATS)}."})
+    return chosen
+
+
 def create_webhook(url: str, events: Iterable[str], secret: str,
-                   description: str = "") -> WebhookEndpoint:
+                   description: str = "", payload_format: str = "standard") -> WebhookEndpoint:
     """Validate and store an endpoint; raise WebhookError naming the field."""
     errors: dict[str, str] = {}
     values: dict = {}
     for name, check, raw in (("url", check_url, url), ("events", _check_events, events),
-                             ("secret", _check_secret, secret)):
+                             ("secret", _check_secret, secret),
+                             ("payload_format", _check_format, payload_format)):
         try:
             values[name] = check(raw)
         except WebhookError as exc:

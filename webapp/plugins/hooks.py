@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from ..alerts import OPS_TOPICS
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import HookDelivery, OutboxEvent
@@ -30,6 +31,7 @@ log = logging.getLogger("soloist.plugins.hooks")
 
 FAN_OUT_BATCH = 500
 CLAIM_BATCH = 50
+FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS)  # ops alerts go to webhooks only, never to hooks
 MAX_ATTEMPTS = 10
 RETRY_BASE_SECONDS = 5.0
 RETRY_MAX_SECONDS = 3600.0
@@ -60,7 +62,7 @@ def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | Non
               if name in enabled and p.hooks}
     events = db.session.execute(for_update_skip_locked(
         sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at)
-        .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS))
+        .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(FANNED_OUT))
         .order_by(OutboxEvent.id).limit(FAN_OUT_BATCH))).all()
     if not events:
         return 0
@@ -68,7 +70,7 @@ def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | Non
              "status": "pending", "attempts": 0, "next_attempt_at": now, "instance": "",
              "last_error": "", "created_at": now}
             for event_id, topic, *_ in events
-            for name, hooks in hooked.items() if TOPIC_HOOKS[topic] in hooks]
+            for name, hooks in hooked.items() if TOPIC_HOOKS.get(topic) in hooks]
     if rows:
         db.session.execute(insert_ignoring_conflicts(HookDelivery, ["plugin", "event_id"]), rows)
     if also is not None:
@@ -218,7 +220,7 @@ def due_reads(term: int, enabled: set[str]) -> list[sa.ColumnElement]:
         return sa.select(sa.func.min(column)).where(*where).scalar_subquery()
 
     return [
-        sa.exists().where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(TOPIC_HOOKS)),
+        sa.exists().where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(FANNED_OUT)),
         first(HookDelivery.next_attempt_at, HookDelivery.status == "pending", mine),
         first(HookDelivery.started_at, running, mine),
         first(HookDelivery.claimed_at, running, mine),

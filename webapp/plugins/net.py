@@ -161,6 +161,14 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
 def post(url: str, body: bytes, headers: dict[str, str], timeout: float,
          allow_private: bool) -> int:
     """POST body to url (checked first) and return the response status."""
+    return request("POST", url, body, {"Content-Type": "application/json",
+                                       "User-Agent": "Soloist-Webhooks/1", **headers},
+                   timeout, allow_private)
+
+
+def request(method: str, url: str, body: bytes | None, headers: dict[str, str],
+            timeout: float, allow_private: bool) -> int:
+    """Send one request to url (checked first, its addresses pinned); return the status."""
     url = encode_url(url)  # endpoints stored before URLs were encoded at creation
     parts, port = split_url(url)
     addresses = resolve(url, allow_private)
@@ -168,8 +176,7 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float,
     conn = kind(parts.hostname, port, addresses, timeout)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        conn.request("POST", path, body=body, headers={
-            "Content-Type": "application/json", "User-Agent": "Soloist-Webhooks/1", **headers})
+        conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
         response.read(MAX_RESPONSE)
         return response.status

@@ -1,4 +1,4 @@
-"""Built-in plugin: deliver post.published / post.unpublished to admins' webhook endpoints.
+"""Built-in plugin: deliver post events and ops alerts to admins' webhook endpoints.
 
 Fan out, then send. The plugin leader writes one delivery per subscribed endpoint
 in the same transaction that marks the outbox event processed (enqueue_events),
@@ -13,6 +13,8 @@ backs off the same way and shows its last error, so a dead receiver is never
 tried faster than its back-off; after the last attempt the delivery is `failed`
 until an admin redelivers it. Requests carry X-Soloist-Event, X-Soloist-Delivery
 and X-Soloist-Signature (sha256= HMAC of the body with the endpoint's secret).
+An endpoint's payload_format "slack" gets Slack's {"text": ...} instead of the event
+as JSON, signed the same way. ops.webhook_failing about an endpoint never goes to it.
 """
 
 import hashlib
@@ -28,6 +30,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from .. import alerts
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.keys import PLUGINS
@@ -76,17 +79,25 @@ def enqueue_events(events: Iterable) -> int:
     """
     endpoints = list(db.session.scalars(sa.select(WebhookEndpoint).where(WebhookEndpoint.active)))
     rows = [_row(event, endpoint) for event in events for endpoint in endpoints
-            if event.topic in endpoint.events]
+            if event.topic in endpoint.events and not _about(event, endpoint)]
     if rows:
         db.session.execute(insert_ignoring_conflicts(WebhookDelivery, ["endpoint_id",
                                                                        "event_id"]), rows)
     return len(rows)
 
 
+def _about(event: object, endpoint: WebhookEndpoint) -> bool:
+    """Return whether event says endpoint is failing (it would go nowhere, or loop)."""
+    return (event.topic == "ops.webhook_failing"
+            and (event.payload or {}).get("endpoint_id") == endpoint.id)
+
+
 def _row(event: object, endpoint: WebhookEndpoint) -> dict:
     delivery_id = str(uuid.uuid4())
     body = {"delivery": delivery_id, "event": event.topic, "event_id": event.id,
             "created_at": event.created_at.isoformat(), "data": event.payload}
+    if endpoint.payload_format == "slack":  # Slack's incoming webhooks read "text" only
+        body = {"text": alerts.text(event.topic, dict(event.payload or {}))}
     return {"delivery_id": delivery_id, "endpoint_id": endpoint.id, "event_id": event.id,
             "topic": event.topic, "status": "pending",
             "body": json.dumps(body, sort_keys=True, separators=(",", ":")), "attempts": 0,
@@ -294,6 +305,9 @@ def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
         return
     endpoint.failures += 1
     endpoint.last_error = error[:500]
+    if endpoint.failures == FAILING_AFTER:  # it turns failing: once per failing spell
+        alerts.webhook_failing(endpoint.id, endpoint.url, endpoint.failures,
+                               endpoint.last_error, at)
     if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
         endpoint.retry_at = at + backoff(endpoint.failures - FAILING_AFTER + 1,
                                          _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))

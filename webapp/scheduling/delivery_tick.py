@@ -12,6 +12,7 @@ from functools import partial
 
 from flask import Flask, current_app
 
+from .. import alerts
 from ..db import clock
 from ..plugins import hooks, registry, webhooks
 from . import workers
@@ -51,11 +52,11 @@ def expire_hooks(now: datetime) -> int:
     late = hooks.expire(now)
     for name in late:
         workers.abandon(hook_key(name))
-    pause_hung_plugins(set(late))
+    pause_hung_plugins(set(late), now)
     return len(late)
 
 
-def pause_hung_plugins(names: set[str]) -> None:
+def pause_hung_plugins(names: set[str], now: datetime) -> None:
     """Pause each plugin of names whose abandoned threads reached the bound."""
     limit = int(current_app.config.get("PLUGIN_MAX_ABANDONED", MAX_ABANDONED))
     for name in sorted(names):
@@ -64,7 +65,9 @@ def pause_hung_plugins(names: set[str]) -> None:
             reason = (f"Paused automatically: {hung} of its calls ran past their maximum "
                       "runtime and are still running. Fix the plugin, then switch it on.")
             log.warning("plugin %s paused: %d hung threads", name, hung)
-            registry.set_enabled(name, False, reason)
+            if name in registry.enabled_names():  # once, when it turns paused
+                alerts.plugin_paused(name, reason, now)
+            registry.set_enabled(name, False, reason)  # commits the alert with the pause
 
 
 def start_hook_batches(now: datetime, instance: str, term: int, enabled: set[str]) -> int:

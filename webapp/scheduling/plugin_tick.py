@@ -20,6 +20,7 @@ from functools import partial
 import sqlalchemy as sa
 from flask import current_app
 
+from .. import alerts
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..freezes import is_frozen
@@ -105,12 +106,12 @@ def expire_overdue(now: datetime) -> int:
             .values(status="timed_out", finished_at=now, error=error,
                     duration_seconds=(now - started_at).total_seconds())).rowcount
         if settled:
-            count_outcome(timer_id, False, error)
+            count_outcome(timer_id, False, error, now)
             workers.abandon(delivery_tick.run_key(plugin, run_id))
             hung.add(plugin)
             expired += 1
         db.session.commit()
-    delivery_tick.pause_hung_plugins(hung)
+    delivery_tick.pause_hung_plugins(hung, now)
     return expired
 
 
@@ -156,7 +157,7 @@ def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, boo
         try:
             started += _claim_slot(timer, now, instance)
         except (ValueError, LookupError, TypeError, ArithmeticError) as exc:
-            _quarantine(timer.id, exc)  # a bad schedule pauses its timer, not the scheduler
+            _quarantine(timer.id, exc, now)  # a bad schedule pauses its timer, not the scheduler
         claims += 1
     return started, claims >= CLAIM_BATCH  # no row is left locked: each claim committed
 
@@ -190,11 +191,14 @@ def _claim_slot(timer: Timer, now: datetime, instance: str) -> int:
     return 1
 
 
-def _quarantine(timer_id: int, exc: Exception) -> None:
+def _quarantine(timer_id: int, exc: Exception, now: datetime) -> None:
     db.session.rollback()
     log.exception("timer %s has a schedule that cannot be computed; pausing it", timer_id)
-    db.session.execute(sa.update(Timer).where(Timer.id == timer_id).values(
-        paused=True, paused_reason=f"Paused: its schedule cannot be computed ({exc})."[:500]))
+    reason = f"Paused: its schedule cannot be computed ({exc})."[:500]
+    paused = db.session.execute(sa.update(Timer).where(Timer.id == timer_id, ~Timer.paused)
+                                .values(paused=True, paused_reason=reason)).rowcount
+    if paused:
+        alerts.timer_paused(db.session.get(Timer, timer_id), reason, now)
     db.session.commit()
 
 

@@ -2,7 +2,9 @@
 
 from datetime import datetime, timedelta
 
-from .. import posts
+from flask import current_app
+
+from .. import alerts, posts
 from ..freezes import is_frozen
 from ..leadership.keys import PUBLISH
 from .work import record_work
@@ -18,7 +20,8 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     """Do one unit of publish work at now; return when the next one is due.
 
     term is not needed here: every post write is fenced by the post's own status.
-    While publishing is frozen the leader keeps the key and does nothing.
+    While publishing is frozen the leader keeps the key and does nothing. Posts still
+    scheduled OPS_POST_LATE_SECONDS after their time get an ops.post_late alert each.
     """
     if is_frozen("publishing"):
         return now + FROZEN_RECHECK
@@ -30,6 +33,9 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     if posts.BATCH_SIZE in (len(published), len(unpublished)):
         return now  # a backlog: come straight back for the next batch
     upcoming = posts.next_due()
+    late = current_app.config.get("OPS_POST_LATE_SECONDS", alerts.POST_LATE_SECONDS)
+    if upcoming is not None and upcoming <= now - timedelta(seconds=late):
+        alerts.posts_late(now, late, instance)  # still due long after their time: say so
     if upcoming is not None and upcoming <= now and not (published or unpublished):
         return now + LOCKED_RETRY
     return upcoming

@@ -24,6 +24,7 @@ from ..metrics import observe_tick
 from ..models import LeaderEvent
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
+from .watch import Watch
 from .work import record_work
 
 log = logging.getLogger("soloist.scheduler")
@@ -69,6 +70,8 @@ class Scheduler:
         self.budget_checked = sqlite
         self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
         self.failures = 0  # failed loop iterations in a row
+        self.watch = Watch(self.tick_app, self.locks.name)  # ops.no_leader, dead-man's switch
+        self.next_ping: float | None = None
 
     @property
     def alive(self) -> bool:
@@ -169,6 +172,7 @@ class Scheduler:
             self._check_budget_once()
             self._follow()
             self._lead()
+            self.next_ping = self.watch.publishing(PUBLISH.value in self.leadership.held)
         except DB_ERRORS as exc:
             self._lose_all(f"lock connection failed: {exc}")
             return RECONNECT_MIN
@@ -212,6 +216,7 @@ class Scheduler:
             for key in self.leadership.poll():
                 self.due[key] = now
             self.next_poll = now + self.poll_seconds * random.uniform(0.8, 1.2)
+            self.watch.unled(self.leadership.unled.values())
 
     def _lead(self) -> None:
         if not self.leadership.held:
@@ -290,4 +295,6 @@ class Scheduler:
             moments.append(self.next_heartbeat)
             moments.extend(self.due.get(k, now) for k in self.leadership.held)
         moments.extend(t for t in self.leadership.cooldown.values() if t > now)
+        if self.next_ping is not None:
+            moments.append(self.next_ping)
         return max(0.0, min(moments) - now)

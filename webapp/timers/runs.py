@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from .. import alerts
 from ..db import wake_scheduler
 from ..extensions import db
 from ..models import Timer, TimerRun
@@ -22,13 +23,17 @@ def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
                 finished_at=started_at + timedelta(seconds=duration))
     ).rowcount
     if done:
-        count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0])
+        count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0],
+                      started_at + timedelta(seconds=duration))
     wake_scheduler("plugins")  # a queued run may have been waiting for this one
     db.session.commit()
 
 
-def count_outcome(timer_id: int, ok: bool, reason: str) -> None:
-    """Reset or count consecutive failures; pause the timer at its limit (no commit)."""
+def count_outcome(timer_id: int, ok: bool, reason: str, at: datetime) -> None:
+    """Reset or count consecutive failures; pause the timer at its limit (no commit).
+
+    An automatic pause writes its ops.timer_paused alert in the same transaction.
+    """
     if ok:
         db.session.execute(sa.update(Timer).where(Timer.id == timer_id)
                            .values(consecutive_failures=0))
@@ -44,3 +49,4 @@ def count_outcome(timer_id: int, ok: bool, reason: str) -> None:
                                f"failed runs in a row. Last error: {reason}")[:500]
         log.warning("timer %s (%s) paused after %d failures", timer.id, timer.name,
                     timer.consecutive_failures)
+        alerts.timer_paused(timer, timer.paused_reason, at)

@@ -21,8 +21,8 @@ def _page(form: dict, errors: dict, status: int = 200):
 @role_required("admin")
 def index():
     """List endpoints and recent deliveries, with a form offering a fresh secret."""
-    return _page({"url": "", "description": "", "events": list(domain.TOPICS),
-                  "secret": domain.new_secret()}, {})
+    return _page({"url": "", "description": "", "events": list(domain.DEFAULT_TOPICS),
+                  "secret": domain.new_secret(), "payload_format": "standard"}, {})
 
 
 @bp.post("/")
@@ -32,9 +32,11 @@ def create():
     form = {"url": request.form.get("url", "").strip(),
             "description": request.form.get("description", "").strip(),
             "events": request.form.getlist("events"),
-            "secret": request.form.get("secret", "")}
+            "secret": request.form.get("secret", ""),
+            "payload_format": request.form.get("payload_format", "standard")}
     try:
-        domain.create_webhook(form["url"], form["events"], form["secret"], form["description"])
+        domain.create_webhook(form["url"], form["events"], form["secret"], form["description"],
+                              form["payload_format"])
     except domain.WebhookError as exc:
         db.session.rollback()
         return _page(form, exc.errors, 422)

@@ -21,7 +21,7 @@ def webhook_json(endpoint: WebhookEndpoint) -> dict:
     """Return an endpoint as the API shows it: never its secret (see create_webhook)."""
     return {"id": endpoint.id, "url": endpoint.url, "description": endpoint.description,
             "events": list(endpoint.events or []), "active": endpoint.active,
-            "created_at": iso(endpoint.created_at)}
+            "created_at": iso(endpoint.created_at), "payload_format": endpoint.payload_format}
 
 
 def delivery_json(delivery: WebhookDelivery) -> dict:
@@ -70,20 +70,21 @@ def list_webhooks():
 @bp.post("/webhooks")
 @api_role("admin")
 def create_webhook():
-    """Register an endpoint: {url, events, secret?, description?} -> 201.
+    """Register an endpoint: {url, events, secret?, description?, payload_format?} -> 201.
 
     Without a secret, a fresh whsec_ one is made and returned in this answer, never again.
     """
-    data = json_body({"url", "events", "secret", "description"})
+    data = json_body({"url", "events", "secret", "description", "payload_format"})
     url = text_field(data, "url", required=True)
     made = "secret" not in data
     secret = endpoints.new_secret() if made else text_field(data, "secret", required=True)
     description = text_field(data, "description")
+    payload_format = text_field(data, "payload_format", default="standard")
     events = data.get("events")
     if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
         raise invalid("events", 'must be a list of event names, e.g. ["post.published"]')
     try:
-        endpoint = endpoints.create_webhook(url, events, secret, description)
+        endpoint = endpoints.create_webhook(url, events, secret, description, payload_format)
     except ValidationError as exc:
         raise _refusal(exc) from None
     shown = webhook_json(endpoint) | ({"secret": secret} if made else {})

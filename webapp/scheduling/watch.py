@@ -1,0 +1,113 @@
+"""What the scheduler thread reports besides its ticks: leaderless keys and the dead-man's switch.
+
+A standby sees, at each poll, the heartbeat age of every key another process holds. When
+one is older than OPS_NO_LEADER_SECONDS and the holder has not been evicted (eviction
+failed, or LEADER_STALE_SECONDS is longer), the key has no working leader: the standby
+writes ops.no_leader, once per term fleet-wide (webapp.alerts dedupes it).
+
+The dead-man's switch is the other way round: the publish leader, and only it, pings
+DEADMAN_URL every DEADMAN_EVERY_SECONDS, so a monitor such as healthchecks.io raises the
+alarm when the pings stop: nobody leads (or no process runs at all). Each ping is a GET
+in a thread of its own with a short timeout, never in the scheduler's loop.
+"""
+
+import http.client
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from flask import Flask
+
+from .. import alerts
+from ..db import database_now
+from ..extensions import db
+from ..leadership.base import PollRow
+from ..leadership.keys import by_value
+from ..plugins.net import UnsafeURL, request
+
+log = logging.getLogger("soloist.scheduler")
+
+PING_TIMEOUT = 10.0
+
+
+class Deadman:
+    """Ping a URL every so often while leading the publish key, from a thread of its own."""
+
+    def __init__(self, url: str, every: float, name: str, allow_private: bool,
+                 send: Callable[..., int] = request) -> None:
+        self.url, self.every, self.name = url, every, name
+        self.allow_private = allow_private
+        self.send = send
+        self.next_at: float | None = None  # monotonic time of the next ping, while leading
+        self.thread: threading.Thread | None = None
+
+    def step(self, leading: bool, now: float) -> float | None:
+        """Ping if leading and it is time; return when the next ping is due (None: not leading).
+
+        A leader pings at once, then every `every` seconds; a ping still waiting for its
+        answer is not doubled.
+        """
+        if not leading:
+            self.next_at = None
+            return None
+        if self.next_at is None or now >= self.next_at:
+            self.next_at = now + self.every
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self.ping, name="soloist-deadman",
+                                               daemon=True)
+                self.thread.start()
+        return self.next_at
+
+    def ping(self) -> int | None:
+        """GET the URL once; return the status (None when it could not be reached)."""
+        headers = {"User-Agent": "Soloist-Deadman/1", "X-Soloist-Instance": self.name}
+        timeout = min(PING_TIMEOUT, max(self.every / 2, 0.5))
+        try:
+            status = self.send("GET", self.url, None, headers, timeout, self.allow_private)
+        except (UnsafeURL, OSError, http.client.HTTPException) as exc:
+            log.warning("dead-man's switch %s not reached: %s", self.url, exc)
+            return None
+        if not 200 <= status < 300:
+            log.warning("dead-man's switch %s answered HTTP %s", self.url, status)
+        return status
+
+
+class Watch:
+    """The scheduler's reports: ops.no_leader as a standby, pings as the publish leader."""
+
+    def __init__(self, app: Flask, name: str) -> None:
+        cfg = app.config
+        self.app, self.name = app, name
+        self.no_leader_seconds = float(cfg.get("OPS_NO_LEADER_SECONDS",
+                                               alerts.NO_LEADER_SECONDS))
+        self.reported: set[tuple[int, int]] = set()  # (key, term) this process wrote
+        self.deadman = Deadman(cfg["DEADMAN_URL"], float(cfg["DEADMAN_EVERY_SECONDS"]), name,
+                               bool(cfg.get("WEBHOOK_ALLOW_PRIVATE"))) if cfg.get(
+            "DEADMAN_URL") else None
+
+    def unled(self, rows: Iterable[PollRow]) -> None:
+        """Report each key whose holder's heartbeat is older than OPS_NO_LEADER_SECONDS."""
+        for row in rows:
+            key = by_value(row.key)
+            age = row.heartbeat_age
+            if key is None or age is None or age < self.no_leader_seconds:
+                continue
+            if (row.key, row.term) in self.reported:
+                continue
+            with self.app.app_context():
+                try:
+                    if alerts.no_leader(key, row.term, age, database_now(), self.name):
+                        log.error("key %s has had no working leader for %.0f s", key.name, age)
+                    self.reported.add((row.key, row.term))
+                except Exception:  # the alert waits for the next poll; the loop goes on
+                    log.exception("could not record that key %s has no leader", key.name)
+                    db.session.rollback()
+                finally:
+                    db.session.remove()
+
+    def publishing(self, leading: bool) -> float | None:
+        """Ping the dead-man's switch if due; return the monotonic time of the next ping."""
+        if self.deadman is None:
+            return None
+        return self.deadman.step(leading, time.monotonic())
