@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
-from tests.support import AuthActions, new_post, record_term
+from tests.support import Api, AuthActions, new_post, record_term
 from webapp import posts
 from webapp.db import database_now
 from webapp.extensions import db
@@ -178,3 +178,13 @@ def test_the_publish_lag_histogram_counts_each_post_the_leader_publishes(api, ap
     assert added == pytest.approx(4.3, abs=0.01)
     under_half = ("soloist_publish_lag_seconds_bucket", ("le", "0.5"))
     assert after[under_half] - before.get(under_half, 0) == 1
+
+
+def test_the_single_host_sqlite_mode_answers_too(sqlite_app):
+    sqlite_api = Api(sqlite_app)
+    new_post(sqlite_app, "Late", status="scheduled",
+             publish_at=datetime.now(UTC) - timedelta(seconds=30))
+    found = scrape(sqlite_api)
+    assert found[("soloist_posts", ("status", "scheduled"))] == 1
+    assert found[("soloist_posts_late",)] == 1 and found[("soloist_posts_late_seconds",)] >= 30
+    assert key_gauges(found, "publish")["soloist_key_has_leader"] == 0
