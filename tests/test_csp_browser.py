@@ -77,7 +77,7 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/admin/plugins/", "editor"),
         ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
-        ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"),
+        ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
     ]
 
 
