@@ -10,7 +10,14 @@ from tests.support import Api, AuthActions, new_post, record_term
 from webapp import posts
 from webapp.db import database_now
 from webapp.extensions import db
-from webapp.models import OutboxEvent, Timer, WebhookDelivery, WebhookEndpoint
+from webapp.models import (
+    LeaderEvent,
+    LeaderState,
+    OutboxEvent,
+    Timer,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 SCRAPE_TOKEN = "scrape-" + "x" * 40
 
@@ -115,6 +122,20 @@ def test_a_killed_holder_counts_as_a_failover_until_its_heartbeat_is_stale(api, 
         record_term(app, PLUGINS_KEY, conn, term=5, heartbeat_age=age)
     plugins = key_gauges(scrape(api), "plugins")  # the session has ended: nobody holds it
     assert (plugins["soloist_key_has_leader"], plugins["soloist_leader_term"]) == (led, 5)
+
+
+@pytest.mark.parametrize(("ago", "led"), [(2, 1), (60, 0)])
+def test_a_key_released_moments_ago_counts_as_a_handover(api, app, ago, led):
+    with app.app_context():
+        now = database_now()
+        db.session.add(LeaderState(key=PUBLISH_KEY, term=4, holder="soloist:a:1",
+                                   holder_pid=None, heartbeat_at=None))
+        db.session.add(LeaderEvent(key=PUBLISH_KEY, kind="released", term=4,
+                                   holder="soloist:a:1", at=now - timedelta(seconds=ago)))
+        db.session.commit()
+    publish = key_gauges(scrape(api), "publish")
+    assert publish == {"soloist_key_has_leader": led, "soloist_leader_term": 4,
+                       "soloist_key_standbys": 0}  # no heartbeat age after a clean release
 
 
 def test_a_holder_that_has_not_recorded_its_term_yet_leads(api, pg_url):
