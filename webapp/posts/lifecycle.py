@@ -188,7 +188,7 @@ def _audit_post(action: str, post: Post, **after) -> None:
     audit.record(action, audit.target("post", post.id, post.title), audit.changes(before, after))
 
 
-def _audit_moved(action: str, moved: list[sa.Row], status: list[str | None]) -> None:
+def _audit_moved(action: str, moved: list[sa.Row], status: list[str] | str) -> None:
     """Record an editor's status change of the one post moved."""
     for row in moved:
         audit.record(action, audit.target("post", row.id, row.title), {"status": status})
@@ -222,7 +222,7 @@ def publish_now(post_id: int, instance: str = "") -> None:
     moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
                                              "publish_at": now, "unpublish_at": keep_expiry,
                                              "updated_at": now}, "published")
-    _audit_moved("post.publish", moved, [None, "published"])  # from draft, scheduled, ...
+    _audit_moved("post.publish", moved, "published")  # from draft, scheduled or unpublished
     wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
     _commit_moved("post.published", moved, now, instance)
 
