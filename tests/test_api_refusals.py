@@ -5,6 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.support import Api, new_post
+from webapp import posts
 
 
 def later(**delta) -> str:
@@ -51,6 +52,28 @@ def test_clearing_the_unpublish_time_of_an_unpublished_post_does_not_schedule_it
     response = api("PATCH", f"/api/posts/{post_id}", body={"unpublish_at": None})
     assert response.status_code == 200
     assert response.get_json()["status"] == "unpublished"
+
+
+def test_a_change_refused_under_the_row_lock_writes_no_text(app):
+    post_id = new_post(app, "Before", status="draft")
+    with app.app_context():
+        with pytest.raises(posts.PostError) as refused:
+            posts.change_post(post_id, 1, ("After", "", ""),
+                              {"unpublish_at": datetime.now(UTC) + timedelta(days=1)})
+        assert set(refused.value.errors) == {"unpublish_at"}
+        posts.publish_now(post_id)  # the publish leader, between an editor's read and write
+        with pytest.raises(posts.StalePost):
+            posts.change_post(post_id, 1, ("After", "", ""), {})
+        post = posts.get_post(post_id)
+        assert (post.title, post.status, post.version) == ("Before", "published", 2)
+
+
+def test_text_and_schedule_sent_together_are_one_change(api: Api):
+    post = api("POST", "/api/posts", body={"title": "Both"}).get_json()
+    changed = api("PATCH", f"/api/posts/{post['id']}",
+                  body={"title": "Both, later", "publish_at": later(days=2)}).get_json()
+    assert (changed["title"], changed["status"]) == ("Both, later", "scheduled")
+    assert changed["version"] == post["version"] + 1
 
 
 def test_invalid_utf8_in_a_json_body_is_refused_not_stored(api: Api, app):

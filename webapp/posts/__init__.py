@@ -6,6 +6,7 @@ in `lifecycle` (one fenced conditional UPDATE for editors and the leader
 alike), and the reading side is in `queries`.
 """
 
+from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
     MAX_ID,
@@ -50,9 +51,9 @@ from .queries import (
 )
 
 __all__ = [
-    "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
-    "SCHEDULABLE", "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast",
-    "StalePost", "api_page", "check_fields", "check_times", "content_digest", "create_post",
+    "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE", "SCHEDULABLE",
+    "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast", "StalePost",
+    "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
     "get_post", "hold_due", "late", "list_posts", "next_due", "next_due_reads", "publish_due",
     "publish_now", "published_by_slug", "published_page", "recently_published", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",

@@ -132,12 +132,14 @@ def _locked(post_id: int, version: int) -> Post:
     return post
 
 
-def check_times(publish_at: datetime | None, unpublish_at: datetime | None) -> None:
+def check_times(publish_at: datetime | None, unpublish_at: datetime | None,
+                now: datetime | None = None) -> None:
     """Refuse a time that has passed, or an unpublish time not after the publish time.
 
     The one place the rule lives: the forms, the JSON API and the writes below ask it.
+    Pass now (read before) when a row lock is held: reading the clock ends the transaction.
     """
-    now = database_now()
+    now = now or database_now()
     if publish_at is not None and publish_at <= now:
         raise PublishTimeInPast(publish_at)
     if unpublish_at is not None and unpublish_at <= now:

@@ -109,73 +109,23 @@ def update_post(post_id: int):
     if version != post.version:
         raise ApiError(409, "Conflict", f"The post is at version {post.version}, not {version}: "
                                         "someone changed it; read it again.")
+    text, times = _parse_changes(data, post)
     try:
-        _apply(post, version, _parse_changes(data, post))
+        posts.change_post(post.id, version, text, times)
     except posts.PostError as exc:
         raise _refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
 
 
-def _parse_changes(data: dict, post: Post) -> dict:
-    """Check every field before anything is written, so a refused change writes nothing."""
-    changes = {name: text_field(data, name, required=name == "title")
-               for name in ("title", "body", "slug") if name in data}
-    for name in ("publish_at", "unpublish_at"):
-        if name in data:
-            changes[name] = time_field(data, name)
-    if "publish_at" in changes:
-        _check_publish_change(changes, post)
-    elif "unpublish_at" in changes:
-        _check_unpublish_change(changes["unpublish_at"], post)
-    if {"title", "body", "slug"} & changes.keys():
-        posts.check_fields(changes.get("title", post.title), changes.get("slug", post.slug),
-                           changes.get("body", post.body))
-    return changes
-
-
-def _check_publish_change(changes: dict, post: Post) -> None:
-    """Refuse a new (or cleared) publish time the post cannot take, with its unpublish time."""
-    publish_at = changes["publish_at"]
-    unpublish_at = changes.get("unpublish_at", post.unpublish_at)
-    if publish_at is None:
-        if changes.get("unpublish_at") is not None:
-            raise invalid("unpublish_at", "needs a publish time, and publish_at clears it")
-        return
-    if post.status == "published":
-        raise invalid("publish_at", "the post is published already")
-    _check_times(publish_at, unpublish_at)  # a kept unpublish time must still follow it
-
-
-def _check_unpublish_change(unpublish_at: datetime | None, post: Post) -> None:
-    """Refuse an unpublish time the post's status or publish time does not allow."""
-    if unpublish_at is None:
-        return  # clearing it is always possible (a draft has none to clear)
-    if post.status in ("draft", "unpublished"):
-        raise invalid("unpublish_at", f"needs a publish time: the post is {post.status}, so "
-                                      "send publish_at too")
-    _check_times(None, unpublish_at)
-    if post.status == "scheduled" and post.publish_at and unpublish_at <= post.publish_at:
-        raise invalid("unpublish_at", "must come after the post's publish time "
-                                      f"({iso(post.publish_at)})")
-
-
-def _apply(post: Post, version: int, changes: dict) -> None:
-    """Write the checked changes: the text first, then the schedule."""
-    if {"title", "body", "slug"} & changes.keys():
-        post = posts.update_post(post.id, version, None, changes.get("title", post.title),
-                                 changes.get("slug", post.slug), changes.get("body", post.body))
-        version = post.version
-    if changes.get("publish_at") is not None:
-        posts.schedule_post(post.id, version, changes["publish_at"],
-                            changes.get("unpublish_at", post.unpublish_at))
-    elif "publish_at" in changes:
-        if post.status == "scheduled":
-            posts.unschedule_post(post.id)
-    elif "unpublish_at" in changes:
-        if post.status == "published":
-            posts.set_unpublish_time(post.id, version, changes["unpublish_at"])
-        elif post.status == "scheduled":
-            posts.schedule_post(post.id, version, post.publish_at, changes["unpublish_at"])
+def _parse_changes(data: dict, post: Post) -> tuple[tuple[str, str, str] | None, dict]:
+    """Read the text and times sent, by type; the domain checks the rest in one transaction."""
+    sent = {name: text_field(data, name, required=name == "title")
+            for name in ("title", "body", "slug") if name in data}
+    text = (sent.get("title", post.title), sent.get("slug", post.slug),
+            sent.get("body", post.body)) if sent else None
+    times = {name: time_field(data, name) for name in ("publish_at", "unpublish_at")
+             if name in data}
+    return text, times
 
 
 @bp.post("/posts/<int:post_id>/publish")
