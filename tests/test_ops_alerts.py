@@ -12,6 +12,7 @@ from standardwebhooks import Webhook
 from tests.cluster import wait_for
 from tests.receiver import Receiver
 from tests.support import AuthActions, post_form
+from webapp.config import ConfigError, load_config
 from webapp.db import clock
 from webapp.extensions import db
 from webapp.leadership.base import PollRow
@@ -265,3 +266,18 @@ def test_the_deadmans_switch_pings_at_once_then_every_interval_while_leading(rec
 def test_the_deadmans_switch_does_not_call_private_addresses_unless_allowed(receiver):
     assert Deadman(receiver.url, 60.0, "soloist:a:1", allow_private=False).ping() is None
     assert receiver.received() == []
+
+
+@pytest.mark.parametrize("value", ["ftp://example.com/ping", "hc-ping.com/abc", "https://",
+                                   "https://example.com:99999/"])
+def test_a_deadman_url_that_is_no_http_url_stops_start_up(value):
+    with pytest.raises(ConfigError, match="DEADMAN_URL"):
+        load_config({"DEADMAN_URL": value})
+
+
+def test_the_ops_settings_default_to_the_documented_values():
+    config = load_config({})
+    assert (config["OPS_NO_LEADER_SECONDS"], config["OPS_POST_LATE_SECONDS"],
+            config["DEADMAN_URL"], config["DEADMAN_EVERY_SECONDS"]) == (30.0, 60.0, None, 60.0)
+    assert load_config({"DEADMAN_URL": " https://hc-ping.com/abc "})["DEADMAN_URL"] == (
+        "https://hc-ping.com/abc")
