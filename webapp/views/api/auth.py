@@ -21,12 +21,12 @@ def authenticate() -> None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "Authentication required",
-                       "Send an API token: Authorization: Bearer <token> "
-                       "(create one with `flask --app webapp create-token EMAIL`).")
+                       "Send an API token: Authorization: Bearer <token> (create one "
+                       "under Settings, or with `flask --app webapp create-token EMAIL`).")
     user = user_for_token(token.strip())
     if user is None:
-        raise ApiError(401, "Invalid token", "That token is unknown, revoked, or its user is "
-                                             "deactivated.")
+        raise ApiError(401, "Invalid token", "That token is unknown, revoked, expired, or its "
+                                             "user is deactivated.")
     g.api_user = user
 
 
