@@ -12,12 +12,14 @@ from standardwebhooks import Webhook
 from tests.cluster import wait_for
 from tests.receiver import Receiver
 from tests.support import AuthActions, post_form
+from webapp import alerts as ops_alerts
 from webapp.config import ConfigError, load_config
 from webapp.db import clock
 from webapp.extensions import db
 from webapp.leadership.base import PollRow
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import PLUGINS, PUBLISH
+from webapp.leadership.ops import evict
 from webapp.leadership.pg import PgLockSession
 from webapp.models import OutboxEvent, Post, Timer, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import Plugin, registry, webhooks
@@ -94,6 +96,15 @@ def test_the_standby_that_evicts_a_frozen_leader_sends_leader_evicted(sessions, 
     bodies = verified(receiver)
     assert sorted(b["data"]["key"] for b in bodies) == ["plugins", "publish"]
     assert {b["event"] for b in bodies} == {"ops.leader_evicted"}
+
+
+def test_an_admins_eviction_is_reported_too(sessions):
+    holder = sessions("stuck")
+    holder.poll()
+    evict(PUBLISH, holder.locks.name, "admin@example.com")
+    events = alerts("ops.leader_evicted")
+    assert sorted(e.payload["key"] for e in events) == ["plugins", "publish"]
+    assert {e.payload["detail"] for e in events} == {"by admin@example.com"}
 
 
 def test_a_key_whose_leader_stopped_working_raises_no_leader_once_per_term(local, sessions):
@@ -281,3 +292,16 @@ def test_the_ops_settings_default_to_the_documented_values():
             config["DEADMAN_URL"], config["DEADMAN_EVERY_SECONDS"]) == (30.0, 60.0, None, 60.0)
     assert load_config({"DEADMAN_URL": " https://hc-ping.com/abc "})["DEADMAN_URL"] == (
         "https://hc-ping.com/abc")
+
+
+def test_late_posts_are_reported_once_on_sqlite_too(sqlite_app):
+    sqlite_app.config["OPS_POST_LATE_SECONDS"] = 60.0
+    now = datetime.now(UTC)
+    with sqlite_app.app_context():
+        db.session.add(Post(title="Stuck", slug="stuck", body="", status="scheduled",
+                            publish_at=now - timedelta(seconds=90), version=3))
+        db.session.commit()
+        assert ops_alerts.posts_late(now, 60.0) == 1
+        assert ops_alerts.posts_late(now + timedelta(seconds=1), 60.0) == 0
+        [event] = alerts("ops.post_late")
+        assert event.dedupe_key == f"ops.post_late:{event.payload['post_id']}:v3"
