@@ -9,7 +9,16 @@ import sqlalchemy as sa
 
 from tests.cluster import LockView, create_database, drop_database
 from tests.receiver import Receiver
-from tests.support import Api, AuthActions, Fleet, make_app, migrate, postgres_or_skip
+from tests.support import (
+    Api,
+    AuthActions,
+    Fleet,
+    make_app,
+    migrate,
+    postgres_or_skip,
+    seed_site,
+    serve,
+)
 from webapp.extensions import db
 from webapp.leadership import close_all_sessions
 
@@ -124,6 +133,14 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture
+def site(app):
+    """Serve app from a thread with a post, a timer and one user per role (tests.support.pages)."""
+    found = seed_site(app)
+    with serve(app) as url:
+        yield {"url": url, **found}
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,11 @@ import http.cookiejar
 import json
 import os
 import re
+import threading
 import urllib.parse
 import urllib.request
-from datetime import timedelta
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import flask_migrate
@@ -18,6 +20,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
+from werkzeug.serving import make_server
 
 from tests.cluster import (
     ADMIN_URL,
@@ -36,6 +39,7 @@ from webapp.apitokens import create_token
 from webapp.config import normalise_database_url
 from webapp.extensions import db
 from webapp.models import LeaderState, Post, User
+from webapp.plugins import sitemap
 
 PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
@@ -276,3 +280,72 @@ class WebSession:
         data = urllib.parse.urlencode(form).encode()
         with self.opener.open(self.base + path, data=data, timeout=15) as response:
             return response.read().decode()
+
+
+# Every page, for the browser tests ---------------------------------------------------------
+
+ROLES = ("viewer", "editor", "admin")
+RANK = {None: 0, "viewer": 1, "editor": 2, "admin": 3}
+
+
+def seed_site(app) -> dict:
+    """Give app one user per role, a published post and a timer; return what pages() needs."""
+    for role in ROLES:
+        add_user(app, f"{role}@example.com", role)
+    post_id = new_post(app, "Hello", status="published", published_at=datetime.now(UTC))
+    with app.app_context():
+        sitemap.rebuild(datetime.now(UTC))
+    admin = AuthActions(app.test_client()).client("admin")
+    created = post_form(admin, "/admin/timers/new", TIMER)
+    assert created.status_code in (302, 303), text(created)[:300]
+    return {"post": post_id, "timer": created.headers["Location"].rstrip("/")}
+
+
+@contextmanager
+def serve(app):
+    """Serve app from a thread on a free local port; yield its base URL."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+
+
+def pages(site: dict) -> list[tuple[str, str | None]]:
+    """Return every page with the least role that may see it (None: anyone).
+
+    The CSP and accessibility browser tests visit each as every role: add new pages here.
+    """
+    timer = site["timer"]
+    return [
+        ("/", None), ("/posts/hello", None), ("/feed.xml", None), ("/sitemap.xml", None),
+        ("/login", None), ("/no-such-page", None),
+        ("/admin/", "viewer"), ("/status/", "viewer"), ("/settings", "viewer"),
+        ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
+        (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
+        ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),
+        ("/admin/plugins/", "editor"),
+        ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
+        ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
+        ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
+    ]
+
+
+def expected_status(path: str, needs: str | None, role: str | None) -> int:
+    """Return what role should get: the page, the sign-in form, a 403 or the 404 page."""
+    if path == "/no-such-page":
+        return 404
+    return 200 if role is None or RANK[role] >= RANK[needs] else 403
+
+
+def sign_in_page(page, email: str) -> None:
+    """Sign a Playwright page in through the form, as email (with PASSWORD)."""
+    page.goto("/login")
+    page.fill("#f-email", email)
+    page.fill("#f-password", PASSWORD)
+    page.click("button.primary")
+    page.wait_for_url("**/admin/")

@@ -5,22 +5,17 @@ gunicorn is started: the headers come from the app itself. A violation is caught
 a `securitypolicyviolation` listener installed before any page script and by Chromium's
 "Refused to ..." console messages; htmx's own "eval is disallowed" events count too.
 Chromium's XML viewer styles the feed and the sitemap inline itself: those reports are the
-browser's, not the documents', and are the only ones let through.
+browser's, not the documents', and are the only ones let through. The pages are listed in
+tests/support.py (pages), shared with the accessibility test.
 """
 
-import threading
-from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import pytest
-from werkzeug.serving import make_server
 
 from tests.cluster import wait_for
-from tests.support import PASSWORD, TIMER, AuthActions, add_user, new_post, post_form
-from webapp.plugins import sitemap
+from tests.support import ROLES, expected_status, pages, sign_in_page
 
-ROLES = ("viewer", "editor", "admin")
-RANK = {None: 0, "viewer": 1, "editor": 2, "admin": 3}
 LIVE = 15_000  # ms a polled fragment gets to change (2 s polls; a busy CI box is slow)
 XML_VIEWED = {"/feed.xml", "/sitemap.xml"}  # shown by Chromium's XML viewer
 
@@ -39,53 +34,6 @@ WATCH = """
   }
 })();
 """
-
-
-@pytest.fixture
-def site(app):
-    """Serve app on a free local port with a post, a timer and one user per role in it."""
-    for role in ROLES:
-        add_user(app, f"{role}@example.com", role)
-    post_id = new_post(app, "Hello", status="published", published_at=datetime.now(UTC))
-    with app.app_context():
-        sitemap.rebuild(datetime.now(UTC))
-    admin = AuthActions(app.test_client()).client("admin")
-    created = post_form(admin, "/admin/timers/new", TIMER)
-    assert created.status_code in (302, 303), created.get_data(as_text=True)[:300]
-    timer = created.headers["Location"].rstrip("/")
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield {"url": f"http://127.0.0.1:{server.server_port}", "post": post_id, "timer": timer}
-    finally:
-        server.shutdown()
-        thread.join(10)
-        server.server_close()
-
-
-def pages(site: dict) -> list[tuple[str, str | None]]:
-    """Return every page with the least role that may see it (None: anyone)."""
-    timer = site["timer"]
-    return [
-        ("/", None), ("/posts/hello", None), ("/feed.xml", None), ("/sitemap.xml", None),
-        ("/login", None), ("/no-such-page", None),
-        ("/admin/", "viewer"), ("/status/", "viewer"), ("/settings", "viewer"),
-        ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
-        (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
-        ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),
-        ("/admin/plugins/", "editor"),
-        ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
-        ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
-        ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
-    ]
-
-
-def expected_status(path: str, needs: str | None, role: str | None) -> int:
-    """Return what role should get: the page, the sign-in form, a 403 or the 404 page."""
-    if path == "/no-such-page":
-        return 404
-    return 200 if role is None or RANK[role] >= RANK[needs] else 403
 
 
 class Tab:
@@ -110,11 +58,7 @@ class Tab:
             self._report(urlsplit(self.page.url).path, message.text)
 
     def sign_in(self, email: str) -> None:
-        self.page.goto("/login")
-        self.page.fill("#f-email", email)
-        self.page.fill("#f-password", PASSWORD)
-        self.page.click("button.primary")
-        self.page.wait_for_url("**/admin/")
+        sign_in_page(self.page, email)
 
     def visit(self, path: str) -> int:
         """Open path and return its HTTP status, once the page has loaded."""
