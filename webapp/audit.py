@@ -111,7 +111,7 @@ def _plain(value: Any) -> str:
 
 
 def target(kind: str, ident: int | str | None, name: str = "") -> str:
-    """Name what a change was made to: post 12 “Hello”, user 3 ada@example.com."""
+    """Name what a change was made to: post 12 “Hello”, user 3 “ada@example.com”."""
     text = f"{kind} {ident}" if ident is not None else kind
     return f"{text} “{name}”" if name else text
 
