@@ -36,6 +36,7 @@ EXPECTED = {
     "timers.index": "editor", "timers.detail": "editor", "timers.create": "editor",
     "timers.edit": "editor", "timers.runs": "editor", "timers.run_now": "editor",
     "timers.pause": "editor", "timers.resume": "editor", "timers.delete": "editor",
+    "timers.next_runs": "editor",
     "plugins.index": "editor", "plugins.switch": "admin", "plugins.sitemap_xml": PUBLIC,
     "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
     "webhooks.delete": "admin", "webhooks.redeliver": "admin",

@@ -62,9 +62,13 @@
     }
     lastPoll[el.id] = now;
   });
-  // Keep a polled fragment and say "connection lost" instead of blanking it.
+  // Keep a polled fragment and say "connection lost" instead of blanking it; a 422 that
+  // names the fields at fault is shown where the element asks for it ([data-swap-invalid]).
   document.addEventListener("htmx:beforeSwap", function (event) {
-    if (event.detail.xhr.status >= 400) { event.detail.shouldSwap = false; }
+    var status = event.detail.xhr.status, elt = event.detail.elt;
+    if (status === 422 && elt.closest && elt.closest("[data-swap-invalid]")) {
+      event.detail.shouldSwap = true; event.detail.isError = false;
+    } else if (status >= 400) { event.detail.shouldSwap = false; }
   });
   function lost(event) {
     var target = event.detail.elt.closest("[data-live]");

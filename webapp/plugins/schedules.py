@@ -2,9 +2,12 @@
 
 Every N seconds, minutes or hours counts real elapsed time from the start. Every
 N days keeps the wall-clock time of the start in the timer's zone, so it stays
-at 09:00 across DST changes. Like cron (cronsim, Debian semantics), a wall time
-that does not exist on a spring-forward day runs at the first minute that does,
-and one that happens twice on a fall-back day runs once, the first time.
+at 09:00 across DST changes: a start time the clocks skip runs at the first minute
+that exists, and one that happens twice runs once, the first time. Cron does the
+same (cronsim, Debian semantics) when its minute and hour fields are fixed; a cron
+with * in its minute or hour follows real time instead: a skipped wall time does
+not run at all and a repeated one runs both times. webapp.timers.preview says so
+run by run.
 """
 
 from dataclasses import dataclass

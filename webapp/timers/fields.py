@@ -122,6 +122,24 @@ def _schedule(data: Mapping, zone: str | None, errors: dict) -> dict:
     return values
 
 
+def _zone(data: Mapping, errors: dict) -> str | None:
+    zone = _text(data, "timezone") or "UTC"
+    if zone not in zones():
+        errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
+        return None
+    return zone
+
+
+def parse_schedule(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the schedule's values alone (kind, times, zone); raise ValidationError."""
+    errors: dict[str, str] = {}
+    zone = _zone(data, errors)
+    values = {"timezone": zone, **_schedule(data, zone, errors)}
+    if errors:
+        raise ValidationError(errors)
+    return values
+
+
 def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
     """Return a timer's column values from form or JSON data; raise ValidationError."""
     errors: dict[str, str] = {}
@@ -130,10 +148,7 @@ def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
         errors["name"] = "Give the timer a name."
     elif len(name) > 100:
         errors["name"] = f"Keep the name to 100 characters (it has {len(name)})."
-    zone = _text(data, "timezone") or "UTC"
-    if zone not in zones():
-        errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
-        zone = None
+    zone = _zone(data, errors)
     found = registry.find_action(_text(data, "action"))
     if found is None:
         errors["action"] = "Unknown action; pick one from the list."

@@ -4,6 +4,7 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask_login import current_user
 
 from .. import posts as domain
+from ..clockchanges import post_warning
 from ..markdown import render
 from ..models import Post
 from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
@@ -254,8 +255,10 @@ def when():
     text = request.args.get("publish_at", "").strip()
     if not text:
         return ""
+    zone = request.args.get("zone", "").strip()
     try:
-        moment = parse_local(text, request.args.get("zone", "").strip())
+        moment = parse_local(text, zone)
     except TimeInputError as exc:
         return render_template("posts/_when.html", error=str(exc))
-    return render_template("posts/_when.html", moment=moment)
+    return render_template("posts/_when.html", moment=moment,
+                           clock_change=post_warning(moment, zone))

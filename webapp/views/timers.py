@@ -8,13 +8,15 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask_login import current_user
 
 from .. import timers as domain
+from ..db import database_now
 from ..extensions import db
 from ..models import Timer
 from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import UNITS, Schedule
 from ..security import role_required
-from ..timers import access
+from ..timefmt import to_local
+from ..timers import access, preview
 from .errors import render_error
 
 bp = Blueprint("timers", __name__, url_prefix="/admin/timers")
@@ -36,6 +38,12 @@ def timer_schedule(timer: Timer) -> str:
         return Schedule.of(timer).describe()
     except (ValueError, TypeError, KeyError):
         return "invalid schedule"
+
+
+@bp.app_template_filter("weekday")
+def weekday(moment: datetime, zone: str) -> str:
+    """Return the day of the week of a moment in zone (Sun)."""
+    return to_local(moment, zone).strftime("%a")
 
 
 def _timer_or_404(timer_id: int) -> Timer:
@@ -133,6 +141,19 @@ def create():
         return _render_form(form, exc.errors, status=422)
     flash(f"Timer “{timer.name}” created.", "success")
     return redirect(url_for("timers.detail", timer_id=timer.id), code=303)
+
+
+@bp.get("/next-runs")
+@role_required("editor")
+def next_runs():
+    """Preview the next runs of the schedule typed in the form (its fields in the query)."""
+    try:
+        found = preview.next_runs(request.args, database_now())
+    except ValidationError as exc:
+        # 422 like the form; soloist.js swaps it into [data-swap-invalid] targets
+        return render_template("timers/_next_runs.html", errors=exc.errors), 422
+    return render_template("timers/_next_runs.html", preview=found, errors={},
+                           zone=user_zone())
 
 
 @bp.route("/<int:timer_id>/edit", methods=["GET", "POST"])
