@@ -1,6 +1,7 @@
 """Freezes (issue 13): an admin pauses publishing or timers with a reason; leaders keep
 their keys and do nothing for it; on resume, due posts follow the chosen policy."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -153,3 +154,36 @@ def test_a_freeze_stops_publishing_on_a_two_instance_fleet_and_resume_publishes(
                           "WHERE left(p.slug, 2) = 'f-' AND o.topic = 'post.published' "
                           "GROUP BY o.post_id")
     assert len(per_post) == 20 and {count for (count,) in per_post} == {1}
+
+
+def test_two_admins_resuming_at_once_resume_once_and_the_second_is_told(app, auth, pg_url):
+    # the resume held the freeze row FOR UPDATE, then read the database clock, which ended
+    # its transaction and dropped the lock: both resumed, and the second failed with a 500
+    first, second = auth.client("admin"), auth.client(email="root@example.com", role="admin")
+    forms = [(client, {"csrf_token": csrf_from(text(client.get("/admin/freeze/")))})
+             for client in (first, second)]
+    with app.app_context():
+        due_post("Due")
+        freezes.freeze("publishing", "incident", "hold", "ops@example.com")
+    results = {}
+    with psycopg.connect(pg_url) as blocker:  # hold the freeze so both resumes queue up
+        blocker.execute("SELECT scope FROM freezes FOR UPDATE")
+
+        def resume(index: int) -> None:
+            client, data = forms[index]
+            results[index] = client.post("/admin/freeze/publishing/resume",
+                                         data=data).status_code
+
+        threads = [threading.Thread(target=resume, args=(i,)) for i in (0, 1)]
+        for thread in threads:
+            thread.start()
+        with psycopg.connect(pg_url, autocommit=True) as observer:
+            wait_for(lambda: observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'").fetchone()[0] >= 2, 20, "both resumes waiting")
+        blocker.rollback()
+    for thread in threads:
+        thread.join(20)
+    assert sorted(results.values()) == [303, 409]
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Freeze)) == 0

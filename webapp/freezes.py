@@ -80,13 +80,14 @@ def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
 
 def resume(scope: str, now: datetime | None = None) -> Resumed:
     """End scope's freeze, hold or release what came due, and wake the leader."""
+    now = now or database_now()  # first: it ends its transaction, which would drop the lock
     row = db.session.scalar(sa.select(Freeze).where(Freeze.scope == scope).with_for_update())
     if row is None:
         db.session.rollback()
         raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
     held = []
     if scope == "publishing" and row.on_resume == "hold":
-        held = posts.hold_due(now or database_now())
+        held = posts.hold_due(now)
     audit.record("freeze.resume", audit.target("freeze", None, scope),
                  {"reason": row.reason, "held": [pid for pid, _title in held]})
     db.session.delete(row)
