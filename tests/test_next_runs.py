@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 
-from tests.support import TIMER, post_form, text
+from tests.support import TIMER, post_form, sign_in_page, text
 from webapp.clockchanges import changes_between
 from webapp.extensions import db
 from webapp.models import Timer
@@ -177,3 +177,26 @@ def test_the_post_panel_warns_near_a_clock_change_and_not_far_from_one(app, auth
             "this time, which is before the change (EST).") in before
     assert "clock-warning" not in when(editor, "2026-06-10T12:00", PARIS)
     assert "clock-warning" not in when(editor, "2026-03-29T02:30", PARIS)  # refused instead
+
+
+def test_typing_a_cron_in_chromium_updates_the_preview_and_names_a_bad_field(browser, site):
+    from playwright.sync_api import expect
+
+    context = browser.new_context(base_url=site["url"], timezone_id="Asia/Tokyo")
+    try:
+        page = context.new_page()
+        sign_in_page(page, "editor@example.com")
+        page.goto("/admin/timers/new")
+        page.check("input[name=kind][value=cron]")
+        page.fill("#f-timezone", PARIS)
+        day = next_spring(PARIS)
+        page.fill("#f-cron", f"30 2 {day.day} {day.month} *")
+        runs = page.locator("#next-runs .next-runs > li")
+        expect(runs.first).to_contain_text(f"{day:%Y-%m-%d} 03:00 CEST", timeout=15_000)
+        expect(runs).to_have_count(5)
+        expect(runs.first.locator(".clock-note")).to_contain_text("runs at 03:00 instead")
+        page.fill("#f-cron", "0 25 * * *")
+        expect(page.locator("#next-runs .error")).to_contain_text("Cron: Invalid cron",
+                                                                  timeout=15_000)
+    finally:
+        context.close()
