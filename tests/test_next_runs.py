@@ -15,9 +15,12 @@ import sqlalchemy as sa
 from tests.support import TIMER, post_form, sign_in_page, text
 from webapp.clockchanges import changes_between
 from webapp.extensions import db
-from webapp.models import Timer
+from webapp.models import Timer, TimerRun
+from webapp.plugins import Plugin, registry
 from webapp.plugins.base import ValidationError
 from webapp.plugins.schedules import Schedule
+from webapp.scheduling import plugin_tick, workers
+from webapp.timers import create_timer
 from webapp.timers.preview import next_runs
 
 PARIS, NEW_YORK = "Europe/Paris", "America/New_York"
@@ -116,6 +119,45 @@ def test_an_invalid_or_past_schedule_is_refused_by_field():
         next_runs({"kind": "once", "run_at": "2026-01-01T09:00", "timezone": PARIS},
                   datetime(2026, 6, 1, tzinfo=UTC))
     assert past.value.errors == {"run_at": "That time has passed; pick a time in the future."}
+
+
+quiet = Plugin("quiet", "Quiet", "Does nothing, on time.")
+
+
+@quiet.action("nothing")
+def nothing(ctx) -> str:
+    return "done"
+
+
+@pytest.fixture
+def leader(app):
+    """An app whose plugin leader runs only the quiet plugin's timers (ticked by the test)."""
+    registry.register(quiet)
+    with app.app_context():
+        for name in registry.BUILTIN:
+            registry.set_enabled(name, False)
+        yield app
+        assert workers.drain(10)
+    registry.unregister("quiet")
+
+
+@pytest.mark.parametrize(("zone", "cron", "night"), [
+    (PARIS, "30 2 * * *", 0), (PARIS, "*/30 2 * * *", 1), (PARIS, "*/30 2 * * *", 0),
+    (NEW_YORK, "30 1 * * *", 1), (NEW_YORK, "0 * * * *", 0)])
+def test_the_plugin_leader_runs_exactly_the_slots_the_preview_showed(leader, zone, cron, night):
+    now = NIGHTS[zone][night]
+    data = {"kind": "cron", "cron": cron, "timezone": zone}
+    shown = [run.at for run in next_runs(data, now).runs]
+    timer = create_timer({**data, "name": "dst", "action": "quiet.nothing"}, now=now)
+    for slot in shown:  # the leader's next slot is always the next one shown, nothing between
+        assert db.session.get(Timer, timer.id).next_run_at == slot
+        plugin_tick.tick(slot - timedelta(seconds=1))
+        plugin_tick.tick(slot)
+    assert workers.drain(10)
+    claimed = db.session.scalars(sa.select(TimerRun.scheduled_for)
+                                 .where(TimerRun.timer_id == timer.id)
+                                 .order_by(TimerRun.scheduled_for)).all()
+    assert claimed == shown
 
 
 def next_spring(zone: str) -> datetime:
