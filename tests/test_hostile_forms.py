@@ -184,6 +184,25 @@ def test_the_timer_edit_form_survives_hostile_values(app, auth):
     attempt()
 
 
+SCHEDULE_FIELDS = ("kind", "every", "unit", "cron", "run_at", "start_at", "timezone")
+
+
+def test_the_next_runs_preview_and_the_post_time_hint_survive_hostile_values(app, auth):
+    client, _token = signed_in(auth, "editor")
+
+    @BOUNDED
+    @given(form=TIMER_FORM, publish_at=TIMES, zone=ZONES)
+    def attempt(form, publish_at, zone):
+        query = {name: form[name] for name in SCHEDULE_FIELDS}
+        preview = client.get("/admin/timers/next-runs", query_string=query)
+        assert preview.status_code in (200, 422), (query, text(preview)[:500])
+        hint = client.get("/admin/posts/when", query_string={"publish_at": publish_at,
+                                                            "zone": zone})
+        assert hint.status_code == 200, (publish_at, zone, text(hint)[:500])
+
+    attempt()
+
+
 WEBHOOK_COLUMNS = (WebhookEndpoint.id, WebhookEndpoint.url, WebhookEndpoint.events,
                    WebhookEndpoint.description, WebhookEndpoint.active)
 # literal addresses and localhost only: a host name would make the check ask DNS
