@@ -14,7 +14,7 @@ from webapp import posts, scheduler_app
 from webapp.extensions import db
 from webapp.leadership.keys import PLUGINS
 from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
-from webapp.plugins import webhooks
+from webapp.plugins import webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook
 from webapp.scheduling import delivery_tick, workers
@@ -117,7 +117,7 @@ def test_a_new_term_takes_over_claims_at_once_and_a_stale_sender_changes_nothing
         _lead(2)
         sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, term=2)
         assert sent["delivered"] == 1  # no lease to wait out: a new term takes it at once
-        assert webhooks._record(stale, 500, "The receiver answered HTTP 500.", False,
+        assert webhook_sends.record(stale, 500, "The receiver answered HTTP 500.", False,
                                 T0 + timedelta(seconds=2)) == "stale"
         delivery = db.session.scalar(sa.select(WebhookDelivery))
         assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 2, "")
@@ -160,7 +160,7 @@ def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goe
         wait_for(lambda: healthy.received(), 10, "the delivery from the new sender")
         assert workers.drain(0.5) is False  # the stuck one is still there, abandoned
         stuck.set()
-        assert webhooks._record(claim, None, "late", False, later) == "stale"
+        assert webhook_sends.record(claim, None, "late", False, later) == "stale"
         wait_for(lambda: db.session.rollback() or db.session.scalar(
             sa.select(WebhookDelivery.status)) == "delivered", 10, "the delivery recorded")
 

@@ -17,35 +17,22 @@ An endpoint's payload_format "slack" gets Slack's {"text": ...} instead of the e
 as JSON, signed the same way. ops.webhook_failing about an endpoint never goes to it.
 """
 
-import hashlib
-import hmac
-import http.client
 import json
-import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from flask import current_app
 
 from .. import alerts
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.keys import PLUGINS
 from ..models import LeaderState, WebhookDelivery, WebhookEndpoint
-from . import signing
 from .base import Plugin, RunContext
-from .hooks import backoff, new_claim
-from .net import UnsafeURL, post
+from .hooks import new_claim
+from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
 
-log = logging.getLogger("soloist.plugins.webhooks")
-
-TIMEOUT_SECONDS = 10.0
-MAX_ATTEMPTS = 6
-RETRY_SECONDS = 30.0
-FAILING_AFTER = 3  # failed attempts in a row before the endpoint as a whole backs off
 LEASE_MARGIN = 10.0  # seconds past the send's timeout before its claim may be taken again
 
 plugin = Plugin("webhooks", "Webhooks",
@@ -53,15 +40,6 @@ plugin = Plugin("webhooks", "Webhooks",
                 "published or unpublished, with retries and redelivery.")
 plugin.default_timer("deliver", "deliver", name="Webhooks: deliver and retry",
                      every=(1, "minutes"), max_runtime_seconds=600)
-
-
-def sign(secret: str, body: bytes) -> str:
-    """Return the X-Soloist-Signature value for body."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def _setting(name: str, default: float) -> float:
-    return float(current_app.config.get(name, default))
 
 
 @plugin.action("deliver", help="Send the webhook deliveries that are due (retries included).")
@@ -122,7 +100,7 @@ def current_term() -> int:
 
 def _lease() -> timedelta:
     """Return how long a claim lasts in its own term (the send's timeout, and a margin)."""
-    return timedelta(seconds=_setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + LEASE_MARGIN)
+    return timedelta(seconds=setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + LEASE_MARGIN)
 
 
 def _due(now: datetime) -> sa.ColumnElement[bool]:
@@ -164,14 +142,6 @@ def endpoints_due(now: datetime, term: int) -> list[int]:
         sa.select(WebhookEndpoint.id)
         .where(_ready(now), sa.or_(stale.is_not(None), due.is_not(None)))
         .order_by(sa.func.coalesce(stale, due), WebhookEndpoint.id)))  # claims go oldest first
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One attempt at one delivery: only writes carrying this token count."""
-
-    delivery_id: int
-    token: str
 
 
 def claim_next(endpoint_id: int, now: datetime, term: int) -> Claim | None:
@@ -228,89 +198,6 @@ def deliver_due(now: Callable[[], datetime], budget: float,
         for key, value in send_endpoint(endpoint_id, term, now, left).items():
             totals[key] += value
     return totals
-
-
-def _request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
-    """Return the url, body and headers of a claimed delivery, and whether it may be sent."""
-    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
-    endpoint = db.session.get(WebhookEndpoint, delivery.endpoint_id)
-    body = delivery.body.encode()
-    headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
-    if endpoint.active:
-        headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
-        headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
-                                   int(delivery.claimed_at.timestamp()))  # the attempt's time
-    found = (endpoint.url, body, headers, endpoint.active)
-    db.session.rollback()  # hold no transaction while the receiver answers
-    return found
-
-
-def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
-    """Send one claimed delivery once; record delivered, retrying, failed (or stale)."""
-    timeout = _setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
-    status, error, final = None, "", False
-    try:
-        url, body, headers, active = _request(claim)
-        if not active:
-            raise UnsafeURL("The endpoint is switched off.")
-        status = post(url, body, headers, timeout,
-                      bool(current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)))
-        if not 200 <= status < 300:
-            error = f"The receiver answered HTTP {status}."
-    except UnsafeURL as exc:
-        error, final = f"Not sent: {exc}", True
-    except TimeoutError:
-        error = f"No answer within {timeout:g} s."
-    except (OSError, http.client.HTTPException) as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # anything else is a failed attempt too, never a stuck one
-        db.session.rollback()
-        log.exception("webhook delivery %s failed unexpectedly", claim.delivery_id)
-        error = f"{type(exc).__name__}: {exc}"
-    if error:
-        log.info("webhook delivery %s failed: %s", claim.delivery_id, error)
-    return _record(claim, status, error, final, now())
-
-
-def _record(claim: Claim, status: int | None, error: str, final: bool, at: datetime) -> str:
-    """Write the attempt's outcome if the claim still holds; update the endpoint's health."""
-    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
-    values = {"last_attempt_at": at, "response_status": status, "last_error": error[:500],
-              "claim": ""}
-    if not error:
-        values.update(status="delivered", delivered_at=at, next_attempt_at=None)
-    elif final or delivery.attempts >= int(_setting("WEBHOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
-        values.update(status="failed", next_attempt_at=None)
-    else:
-        values.update(status="pending", next_attempt_at=at + backoff(
-            delivery.attempts, _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS)))
-    done = db.session.execute(
-        sa.update(WebhookDelivery).where(WebhookDelivery.id == claim.delivery_id,
-                                         WebhookDelivery.claim == claim.token,
-                                         WebhookDelivery.status == "sending")
-        .values(**values)).rowcount
-    if done:
-        _endpoint_health(delivery.endpoint_id, error, at)
-    db.session.commit()
-    if not done:
-        return "stale"
-    return {"delivered": "delivered", "failed": "failed"}.get(values["status"], "retrying")
-
-
-def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
-    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
-    endpoint.last_attempt_at = at
-    if not error:
-        endpoint.failures, endpoint.last_error, endpoint.retry_at = 0, "", None
-        return
-    endpoint.failures += 1
-    endpoint.last_error = error[:500]
-    if endpoint.failures == FAILING_AFTER:  # it turns failing: once per failing spell
-        alerts.webhook_failing(endpoint.id, endpoint.url, endpoint.failures,
-                               endpoint.last_error, at)
-    if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
-        endpoint.retry_at = at + backoff(endpoint.failures - FAILING_AFTER + 1,
-                                         _setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
 
 
 def backing_off(endpoint_id: int, at: datetime) -> bool:

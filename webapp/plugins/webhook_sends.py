@@ -1,0 +1,133 @@
+"""One attempt at one claimed webhook delivery: the signed request, the send, the outcome.
+
+webapp.plugins.webhooks claims deliveries and decides who sends; this module makes one
+attempt of a claim. The request is read and the transaction ended before the receiver
+is called; the outcome is written only while the claim still holds (a stale sender
+changes nothing), with the endpoint's health: a third failure in a row turns the
+endpoint failing (an ops.webhook_failing alert) and it backs off as a whole.
+"""
+
+import hashlib
+import hmac
+import http.client
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from flask import current_app
+
+from .. import alerts
+from ..extensions import db
+from ..models import WebhookDelivery, WebhookEndpoint
+from . import signing
+from .hooks import backoff
+from .net import UnsafeURL, post
+
+log = logging.getLogger("soloist.plugins.webhooks")
+
+TIMEOUT_SECONDS = 10.0
+MAX_ATTEMPTS = 6
+RETRY_SECONDS = 30.0
+FAILING_AFTER = 3  # failed attempts in a row before the endpoint as a whole backs off
+
+
+def sign(secret: str, body: bytes) -> str:
+    """Return the X-Soloist-Signature value for body."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def setting(name: str, default: float) -> float:
+    return float(current_app.config.get(name, default))
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One attempt at one delivery: only writes carrying this token count."""
+
+    delivery_id: int
+    token: str
+
+
+def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
+    """Return the url, body and headers of a claimed delivery, and whether it may be sent."""
+    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
+    endpoint = db.session.get(WebhookEndpoint, delivery.endpoint_id)
+    body = delivery.body.encode()
+    headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
+    if endpoint.active:
+        headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
+        headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
+                                   int(delivery.claimed_at.timestamp()))  # the attempt's time
+    found = (endpoint.url, body, headers, endpoint.active)
+    db.session.rollback()  # hold no transaction while the receiver answers
+    return found
+
+
+def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
+    """Send one claimed delivery once; record delivered, retrying, failed (or stale)."""
+    timeout = setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
+    status, error, final = None, "", False
+    try:
+        url, body, headers, active = request(claim)
+        if not active:
+            raise UnsafeURL("The endpoint is switched off.")
+        status = post(url, body, headers, timeout,
+                      bool(current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)))
+        if not 200 <= status < 300:
+            error = f"The receiver answered HTTP {status}."
+    except UnsafeURL as exc:
+        error, final = f"Not sent: {exc}", True
+    except TimeoutError:
+        error = f"No answer within {timeout:g} s."
+    except (OSError, http.client.HTTPException) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # anything else is a failed attempt too, never a stuck one
+        db.session.rollback()
+        log.exception("webhook delivery %s failed unexpectedly", claim.delivery_id)
+        error = f"{type(exc).__name__}: {exc}"
+    if error:
+        log.info("webhook delivery %s failed: %s", claim.delivery_id, error)
+    return record(claim, status, error, final, now())
+
+
+def record(claim: Claim, status: int | None, error: str, final: bool, at: datetime) -> str:
+    """Write the attempt's outcome if the claim still holds; update the endpoint's health."""
+    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
+    values = {"last_attempt_at": at, "response_status": status, "last_error": error[:500],
+              "claim": ""}
+    if not error:
+        values.update(status="delivered", delivered_at=at, next_attempt_at=None)
+    elif final or delivery.attempts >= int(setting("WEBHOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
+        values.update(status="failed", next_attempt_at=None)
+    else:
+        values.update(status="pending", next_attempt_at=at + backoff(
+            delivery.attempts, setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS)))
+    done = db.session.execute(
+        sa.update(WebhookDelivery).where(WebhookDelivery.id == claim.delivery_id,
+                                         WebhookDelivery.claim == claim.token,
+                                         WebhookDelivery.status == "sending")
+        .values(**values)).rowcount
+    if done:
+        _endpoint_health(delivery.endpoint_id, error, at)
+    db.session.commit()
+    if not done:
+        return "stale"
+    return {"delivered": "delivered", "failed": "failed"}.get(values["status"], "retrying")
+
+
+def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
+    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
+    endpoint.last_attempt_at = at
+    if not error:
+        endpoint.failures, endpoint.last_error, endpoint.retry_at = 0, "", None
+        return
+    endpoint.failures += 1
+    endpoint.last_error = error[:500]
+    if endpoint.failures == FAILING_AFTER:  # it turns failing: once per failing spell
+        alerts.webhook_failing(endpoint.id, endpoint.url, endpoint.failures,
+                               endpoint.last_error, at)
+    if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
+        endpoint.retry_at = at + backoff(endpoint.failures - FAILING_AFTER + 1,
+                                         setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
