@@ -181,10 +181,14 @@ def test_the_fragment_lists_five_runs_in_both_zones_with_the_note(app, auth):
     assert "02:30 does not exist, so it runs at 03:00 instead." in page
     # the timer saved from the same fields waits for the first run the preview showed
     form = {**TIMER, "kind": "cron", "cron": cron, "timezone": PARIS}
-    assert post_form(editor, "/admin/timers/new", form).status_code == 303
+    created = post_form(editor, "/admin/timers/new", form)
+    assert created.status_code == 303
     with app.app_context():
         saved = db.session.scalar(sa.select(Timer.next_run_at))
     assert f'datetime="{saved.astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z"' in page
+    # and its page shows the same note beside that run
+    detail = text(editor.get(created.headers["Location"]))
+    assert "02:30 does not exist, so it runs at 03:00 instead." in detail
 
 
 def test_the_fragment_names_the_bad_field_with_422_and_viewers_get_403(app, auth):

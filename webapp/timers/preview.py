@@ -54,12 +54,16 @@ def next_runs(data, now: datetime, count: int = COUNT) -> Preview:
     schedule = Schedule(values["kind"], values["timezone"], values["every"], values["unit"],
                         values["cron"], values["run_at"], values["start_at"])
     try:
-        slots = schedule.upcoming(now, count)
-        runs = [Run(at, tuple(notes(schedule, previous, at)))
-                for previous, at in zip([now, *slots], slots, strict=False)]
+        runs = annotate(schedule, now, schedule.upcoming(now, count))
     except (ValueError, LookupError, TypeError, ArithmeticError) as exc:  # as the leader would
         raise ValidationError({"kind": f"This schedule cannot be computed ({exc})."}) from None
     return Preview(schedule, runs)
+
+
+def annotate(schedule: Schedule, since: datetime, slots: list[datetime]) -> list[Run]:
+    """Return the slots (coming after since, in order) with their clock-change notes."""
+    return [Run(at, tuple(notes(schedule, previous, at)))
+            for previous, at in zip([since, *slots], slots, strict=False)]
 
 
 def notes(schedule: Schedule, previous: datetime, at: datetime) -> list[str]:

@@ -1,7 +1,7 @@
 """Timers: list, detail with history, create, edit, run now, pause, resume, delete."""
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
@@ -20,6 +20,7 @@ from ..timers import access, preview
 from .errors import render_error
 
 bp = Blueprint("timers", __name__, url_prefix="/admin/timers")
+TICK = timedelta(microseconds=1)
 
 FIELDS = ("name", "action", "params", "kind", "every", "unit", "cron", "run_at", "start_at",
           "timezone", "misfire", "grace_seconds", "max_runtime_seconds", "max_failures")
@@ -178,11 +179,14 @@ def edit(timer_id: int):
 @role_required("editor")
 def detail(timer_id: int):
     """Show one timer, its next slots and its run history."""
+    now = database_now()  # first: on PostgreSQL it ends the transaction that loads the timer
     timer = _timer_or_404(timer_id)
     enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
     upcoming = []
     if timer.next_run_at is not None:
-        upcoming = [timer.next_run_at, *Schedule.of(timer).upcoming(timer.next_run_at, 4)]
+        schedule = Schedule.of(timer)
+        slots = [timer.next_run_at, *schedule.upcoming(timer.next_run_at, 4)]
+        upcoming = preview.annotate(schedule, min(now, timer.next_run_at - TICK), slots)
     return render_template("timers/detail.html", timer=timer, runs=domain.history(timer),
                            state=_state(timer, enabled, loaded), upcoming=upcoming,
                            zone=user_zone())
