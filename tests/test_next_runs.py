@@ -200,6 +200,10 @@ def test_the_fragment_names_the_bad_field_with_422_and_viewers_get_403(app, auth
     unknown = editor.get("/admin/timers/next-runs", query_string={
         "kind": "every", "every": "5", "unit": "minutes", "timezone": "Mars/Base"})
     assert unknown.status_code == 422 and "Time zone: Unknown time zone" in text(unknown)
+    blank = editor.get("/admin/timers/next-runs", query_string={
+        "kind": "cron", "cron": " ", "timezone": PARIS})
+    assert blank.status_code == 200 and "Type a cron expression" in text(blank)
+    assert "error" not in text(blank)
     form = text(editor.get("/admin/timers/new"))
     assert 'hx-get="/admin/timers/next-runs"' in form and 'id="next-runs"' in form
     viewer = auth.client("viewer")

@@ -45,6 +45,17 @@ class Preview:
     runs: list[Run]
 
 
+PROMPTS = {"every": ("every", "Type the interval to see the next runs."),
+           "cron": ("cron", "Type a cron expression to see the next runs."),
+           "once": ("run_at", "Pick the date and time to see the run.")}
+
+
+def prompt(data) -> str | None:
+    """Return what to type first when the schedule's own field is still empty, else None."""
+    field, words = PROMPTS.get(str(data.get("kind") or "").strip(), (None, None))
+    return words if field and not str(data.get(field) or "").strip() else None
+
+
 def next_runs(data, now: datetime, count: int = COUNT) -> Preview:
     """Return the next runs of the schedule typed in form data; raise ValidationError."""
     values = parse_schedule(data)

@@ -148,6 +148,8 @@ def create():
 @role_required("editor")
 def next_runs():
     """Preview the next runs of the schedule typed in the form (its fields in the query)."""
+    if words := preview.prompt(request.args):  # not typed yet: not an error
+        return render_template("timers/_next_runs.html", prompt=words, errors={})
     try:
         found = preview.next_runs(request.args, database_now())
     except ValidationError as exc:
