@@ -81,4 +81,28 @@
     var target = event.detail.elt.closest("[data-live]");
     if (target) { target.classList.remove("lost"); }
   });
+  // Calendar: drag a scheduled post (li[data-move-form]) onto another day (td[data-date]) to
+  // fill its move form's day and submit it, the same form the keyboard uses.
+  document.addEventListener("dragstart", function (event) {
+    var chip = event.target.closest && event.target.closest("[data-move-form]");
+    if (!chip) { return; }
+    event.dataTransfer.setData("text/plain", chip.getAttribute("data-move-form"));
+    event.dataTransfer.effectAllowed = "move";
+  });
+  function dropDay(event) {
+    return event.target.closest && event.target.closest("#calendar td[data-date]");
+  }
+  document.addEventListener("dragover", function (event) {
+    if (dropDay(event)) { event.preventDefault(); event.dataTransfer.dropEffect = "move"; }
+  });
+  document.addEventListener("drop", function (event) {
+    var day = dropDay(event), form, input;
+    if (!day) { return; }
+    event.preventDefault();
+    form = document.getElementById(event.dataTransfer.getData("text/plain"));
+    input = form && form.querySelector("input[name=date]");
+    if (!input || input.value === day.getAttribute("data-date")) { return; }
+    input.value = day.getAttribute("data-date");
+    form.requestSubmit();
+  });
 })();

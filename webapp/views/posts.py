@@ -75,19 +75,57 @@ def _content_form() -> dict:
 @bp.route("/new", methods=["GET", "POST"])
 @role_required("editor")
 def new():
-    """Write a new draft."""
+    """Write a new draft, or a post scheduled at once (the calendar's "new post on this day")."""
     form, errors = {"title": "", "slug": "", "body": ""}, {}
+    sched = _new_schedule(request.form if request.method == "POST" else request.args)
     if request.method == "POST":
         form = _content_form()
         try:
-            post = domain.create_post(**form)
+            post = _start_post(form, sched)
         except PostError as exc:
             errors = exc.errors
         else:
-            flash(f"Draft “{post.title}” saved.", "success")
+            if post.status == "scheduled":
+                flash(f"“{post.title}” is scheduled for "
+                      f"{format_local(post.publish_at, sched['zone'])}.", "success")
+            else:
+                flash(f"Draft “{post.title}” saved.", "success")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
-    return render_template("posts/new.html", form=form, errors=errors,
+    return render_template("posts/new.html", form=form, errors=errors, new_sched=sched,
                            preview=render(form["body"])), 422 if errors else 200
+
+
+def _new_schedule(source) -> dict | None:
+    """Return the publish time offered to a new post (typed in the editor's zone), if any."""
+    if "publish_at" not in source:
+        return None
+    return {"publish_at": source.get("publish_at", "").strip()[:40],
+            "zone": source.get("zone", "").strip()[:64] or _zone()}
+
+
+def _start_post(form: dict, sched: dict | None) -> Post:
+    """Create the draft and, with a publish time, schedule it; refuse naming every bad field."""
+    errors, publish_at = {}, None
+    if sched and sched["publish_at"]:
+        try:
+            publish_at = _read_times(sched)[0]
+            domain.check_times(publish_at, None)
+        except PostError as exc:
+            errors.update(exc.errors)
+    try:
+        domain.check_fields(**form)
+    except PostError as exc:
+        errors.update(exc.errors)
+    if errors:
+        raise PostError(errors)
+    post = domain.create_post(**form)
+    if publish_at is None:
+        return post
+    try:
+        return domain.schedule_post(post.id, post.version, publish_at, None)
+    except PostError as exc:  # the time passed while the draft was saved: keep the draft
+        flash(next(iter(exc.errors.values())), "error")
+        return post
 
 
 def _edit_page(post: Post, status: int = 200, **context):
