@@ -32,13 +32,21 @@ from tests.cluster import (
     create_database,
     drop_database,
     flask_cmd,
+    holding,
     wait_for,
 )
 from webapp import create_app
 from webapp.apitokens import create_token
 from webapp.config import normalise_database_url
 from webapp.extensions import db
-from webapp.models import LeaderState, Post, User
+from webapp.models import (
+    LeaderEvent,
+    LeaderState,
+    Post,
+    User,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from webapp.plugins import sitemap
 
 PASSWORD = "correct horse battery"
@@ -222,6 +230,33 @@ def record_term(app, key: int, conn: psycopg.Connection, term: int = 1,
         db.session.commit()
 
 
+@contextmanager
+def leaders(app, database_url: str):
+    """Hold both keys (publish with a stale heartbeat) with two standbys and some history.
+
+    What the status page shows during an incident, without starting a scheduler.
+    """
+    with holding(database_url, "soloist:web.1:4101", PUBLISH_KEY) as one, \
+            holding(database_url, "soloist:web.2:4102", PLUGINS_KEY) as two, \
+            holding(database_url, "soloist:web.3:4103"):
+        record_term(app, PUBLISH_KEY, one, term=3, heartbeat_age=42)
+        record_term(app, PLUGINS_KEY, two, term=2, heartbeat_age=0.4)
+        with app.app_context():
+            now = db.session.scalar(sa.text("SELECT now()"))
+            db.session.add_all([
+                LeaderEvent(key=PUBLISH_KEY, kind=kind, term=term, holder=holder,
+                            at=now - timedelta(minutes=ago), detail=detail)
+                for kind, term, holder, ago, detail in (
+                    ("acquired", 2, "soloist:web.2:4102", 30, ""),
+                    ("evicted", 2, "soloist:web.2:4102", 6, "heartbeat 12 s old"),
+                    ("acquired", 3, "soloist:web.1:4101", 5, ""))])
+            db.session.add(LeaderEvent(key=PLUGINS_KEY, kind="acquired", term=2,
+                                       holder="soloist:web.2:4102",
+                                       at=now - timedelta(minutes=20), detail=""))
+            db.session.commit()
+        yield
+
+
 class Fleet:
     """Two gunicorn instances (one worker each) on their own database, with an admin."""
 
@@ -289,16 +324,47 @@ RANK = {None: 0, "viewer": 1, "editor": 2, "admin": 3}
 
 
 def seed_site(app) -> dict:
-    """Give app one user per role, a published post and a timer; return what pages() needs."""
+    """Give app one user per role, posts, webhooks and a timer; return what pages() needs.
+
+    Something in every state a page draws differently (a badge per status), so the browser
+    tests see each colour and control the pages can show.
+    """
     for role in ROLES:
         add_user(app, f"{role}@example.com", role)
-    post_id = new_post(app, "Hello", status="published", published_at=datetime.now(UTC))
+    now = datetime.now(UTC)
+    post_id = new_post(app, "Hello", status="published", published_at=now)
+    new_post(app, "Soon", status="scheduled", publish_at=now + timedelta(days=1))
+    new_post(app, "Gone", status="unpublished", published_at=now - timedelta(days=1))
+    seed_webhooks(app)
     with app.app_context():
-        sitemap.rebuild(datetime.now(UTC))
+        sitemap.rebuild(now)
     admin = AuthActions(app.test_client()).client("admin")
     created = post_form(admin, "/admin/timers/new", TIMER)
     assert created.status_code in (302, 303), text(created)[:300]
     return {"post": post_id, "timer": created.headers["Location"].rstrip("/")}
+
+
+def seed_webhooks(app) -> None:
+    """Add a working and a failing, switched-off endpoint with a delivery in each state."""
+    with app.app_context():
+        now = datetime.now(UTC)
+        good = WebhookEndpoint(url="https://hooks.example.com/soloist", secret="s" * 32,
+                               events=["post.published"], description="CMS cache")
+        bad = WebhookEndpoint(url="https://down.example.net/hook", secret="t" * 32,
+                              events=["post.published", "ops.no_leader"], active=False,
+                              failures=3, last_error="HTTP 502", last_attempt_at=now,
+                              retry_at=now + timedelta(minutes=5), payload_format="slack")
+        db.session.add_all([good, bad])
+        db.session.flush()
+        db.session.add_all([
+            WebhookDelivery(delivery_id=f"00000000-0000-4000-8000-00000000000{n}",
+                            endpoint_id=endpoint.id, topic="post.published", body="{}",
+                            status=status, attempts=attempts, response_status=answer,
+                            last_error=error, next_attempt_at=now + timedelta(minutes=5))
+            for n, (endpoint, status, attempts, answer, error) in enumerate((
+                (good, "delivered", 1, 200, ""), (bad, "failed", 8, 502, "HTTP 502"),
+                (bad, "pending", 3, None, "timed out")))])
+        db.session.commit()
 
 
 @contextmanager
@@ -329,9 +395,11 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
         ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),
         ("/admin/plugins/", "editor"),
+        ("/admin/calendar/", "editor"), ("/admin/calendar/?view=week&timers=1", "editor"),
         ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
         ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
+        ("/admin/site/", "admin"),
     ]
 
 

@@ -18,7 +18,7 @@ ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
 # (endpoint, method) or endpoint -> the least that may use it
 EXPECTED = {
     "site.index": PUBLIC, "site.post": PUBLIC, "site.feed": PUBLIC,
-    "site.healthz": PUBLIC, "site.readyz": PUBLIC,
+    "site.healthz": PUBLIC, "site.readyz": PUBLIC, "favicon.ico": PUBLIC,
     "auth.login": PUBLIC, "auth.logout": SIGNED_IN, "auth.settings": SIGNED_IN,
     "auth.create_api_token": SIGNED_IN, "auth.revoke_api_token": SIGNED_IN,
     "auth.end_own_session": SIGNED_IN,

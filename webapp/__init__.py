@@ -96,6 +96,7 @@ def register_blueprints(app: Flask) -> None:
         auth,
         dashboard,
         errors,
+        favicon,
         freezes,
         metrics,
         plugins,
@@ -110,7 +111,7 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, users, timers, plugins,
-                   webhooks, metrics, audit):
+                   webhooks, metrics, audit, favicon):
         app.register_blueprint(module.bp)
 
     @app.context_processor
