@@ -55,6 +55,8 @@ def pages(deep_before: int) -> list[tuple[str, str]]:
         ("search, two letters (q=ga, no trigram)", "/admin/posts/?q=ga"),
         ("search, in every title (q=notes)", "/admin/posts/?q=notes"),
         ("polled rows fragment", "/admin/posts/rows"),
+        ("calendar, this month (1,000 + 1,000 posts shown)", "/admin/calendar/"),
+        ("calendar, this week, timers' runs too", "/admin/calendar/?view=week&timers=1"),
         ("dashboard", "/admin/"),
         ("public home, page 1", "/"),
         ("public home, page 1000 (offset 20,000)", "/?page=1000"),

@@ -182,6 +182,10 @@ CASES = [
          "post.publish", "“Hello”"),
     Case("posts.unpublish", "editor", lambda w: w.form(
         f"/admin/posts/{w.post('published')}/unpublish"), "post.unpublish", "“Hello”"),
+    Case("calendar.move", "editor", lambda w: w.form(
+        f"/admin/calendar/posts/{w.post('scheduled')}/move", {
+            "date": "2031-02-01", "time": "09:00", "zone": "UTC", "version": 1}),
+         "post.schedule", "“Hello”"),
     # timers, by an editor
     Case("timers.create", "editor", lambda w: w.form("/admin/timers/new", TIMER),
          "timer.create", "“Review timer”"),

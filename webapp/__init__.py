@@ -78,6 +78,7 @@ def register_extensions(app: Flask) -> None:
 NAV = [
     ("dashboard.index", "Dashboard", "viewer"),
     ("posts.index", "Posts", "editor"),
+    ("calendar.index", "Calendar", "editor"),
     ("timers.index", "Timers", "editor"),
     ("plugins.index", "Plugins", "editor"),
     ("status.index", "Status", "viewer"),
@@ -94,6 +95,7 @@ def register_blueprints(app: Flask) -> None:
         api,
         audit,
         auth,
+        calendar,
         dashboard,
         errors,
         favicon,
@@ -110,8 +112,8 @@ def register_blueprints(app: Flask) -> None:
 
     security.init_app(app)
     errors.init_app(app)
-    for module in (site, auth, dashboard, status, freezes, api, posts, users, timers, plugins,
-                   webhooks, metrics, audit, favicon):
+    for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
+                   plugins, webhooks, metrics, audit, favicon):
         app.register_blueprint(module.bp)
 
     @app.context_processor

@@ -86,19 +86,24 @@ def when(post: Post) -> datetime | None:
     return post.published_at if post.status == "published" else post.publish_at
 
 
-def posts_by_day(days: Span) -> dict[date, list[Post]]:
-    """Return the scheduled and published posts of the span, by local day, in time order."""
+def posts_by_day(days: Span) -> tuple[dict[date, list[Post]], bool]:
+    """Return the span's scheduled and published posts by local day, in time order, and
+
+    whether there were more than MAX_POSTS of either (then the latest are left out).
+    """
     start, end = days.start, days.end
-    found = []
+    found, more = [], False
     for status, column in (("scheduled", Post.publish_at), ("published", Post.published_at)):
-        found += db.session.scalars(
+        rows = list(db.session.scalars(
             sa.select(Post).options(defer(Post.body))
             .where(Post.status == status, column >= start, column < end)
-            .order_by(column, Post.id).limit(MAX_POSTS))
+            .order_by(column, Post.id).limit(MAX_POSTS + 1)))
+        more = more or len(rows) > MAX_POSTS
+        found += rows[:MAX_POSTS]
     shown: dict[date, list[Post]] = {}
     for post in sorted(found, key=lambda p: (when(p), p.id)):
         shown.setdefault(when(post).astimezone(days.zone).date(), []).append(post)
-    return shown
+    return shown, more
 
 
 def move_post(post_id: int, version: int, publish_at: datetime) -> Post:

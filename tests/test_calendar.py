@@ -1,0 +1,255 @@
+"""The editorial calendar: days in the viewer's zone, new posts on a day, moves and refusals.
+
+Dates are next year's, so a move is always to the future; the clock-change week is the
+last week of March, when Europe/Paris goes from CET to CEST.
+"""
+
+import re
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.support import TIMER, add_user, new_post, post_form, serve, sign_in_page, text
+from webapp.extensions import db
+from webapp.models import AuditEvent, Post
+
+YEAR = datetime.now(UTC).year + 1
+PARIS = "Europe/Paris"
+CELL = re.compile(r'<td class="day[^"]*" data-date="([\d-]+)">(.*?)</td>', re.S)
+
+
+def spring_forward(year: int) -> date:
+    """Return the last Sunday of March: Europe's clocks go forward that night."""
+    last = date(year, 3, 31)
+    return last - timedelta(days=(last.weekday() + 1) % 7)
+
+
+def cells(page: str) -> dict[str, str]:
+    """Return each day's cell of a calendar page, by date."""
+    return dict(CELL.findall(page))
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def scheduled(app, title: str, at: datetime, **fields) -> int:
+    return new_post(app, title, "scheduled", publish_at=at, **fields)
+
+
+def state(app, post_id: int) -> tuple[str, datetime, int]:
+    with app.app_context():
+        post = db.session.get(Post, post_id)
+        return post.status, post.publish_at, post.version
+
+
+def audit_actions(app) -> list[str]:
+    with app.app_context():
+        return list(db.session.scalars(sa.select(AuditEvent.action).where(
+            AuditEvent.action.like("post.%")).order_by(AuditEvent.id)))
+
+
+@pytest.fixture
+def paris(auth):
+    """An editor whose zone is Europe/Paris, signed in."""
+    return auth.client("editor", email="paris@example.com", timezone=PARIS)
+
+
+def test_a_month_puts_each_post_on_its_day_in_the_viewers_zone(app, auth, paris):
+    late = scheduled(app, "Late evening in UTC", utc(YEAR, 1, 14, 23, 30))
+    new_post(app, "Went out", "published", published_at=utc(YEAR, 1, 3, 8, 0))
+    new_post(app, "A draft", "draft")
+
+    days = cells(text(paris.get(f"/admin/calendar/?view=month&date={YEAR}-01-20")))
+    assert date.fromisoformat(min(days)).weekday() == 0 and len(days) % 7 == 0
+    assert min(days) <= f"{YEAR}-01-01" and max(days) >= f"{YEAR}-01-31"
+    assert "Late evening in UTC" in days[f"{YEAR}-01-15"]  # 00:30 in Paris
+    assert "00:30" in days[f"{YEAR}-01-15"]
+    assert "Late evening in UTC" not in days[f"{YEAR}-01-14"]
+    assert "Went out" in days[f"{YEAR}-01-03"] and "09:00" in days[f"{YEAR}-01-03"]
+    assert not any("A draft" in cell for cell in days.values())
+    assert f'href="/admin/posts/{late}"' in days[f"{YEAR}-01-15"]
+
+    in_utc = cells(text(auth.client("editor").get(f"/admin/calendar/?date={YEAR}-01-20")))
+    assert "Late evening in UTC" in in_utc[f"{YEAR}-01-14"]
+    assert "23:30" in in_utc[f"{YEAR}-01-14"]
+
+
+def test_the_week_the_clocks_go_forward_has_a_23_hour_sunday(app, paris):
+    sunday = spring_forward(YEAR)
+    monday = sunday - timedelta(days=6)
+    before = datetime.combine(monday, datetime.min.time(), UTC) - timedelta(hours=1)
+    scheduled(app, "First minute of the week", before)  # 00:00 CET on Monday
+    scheduled(app, "Sunday just after midnight", datetime.combine(
+        sunday, datetime.min.time(), UTC) - timedelta(minutes=30))  # 00:30 CET
+    scheduled(app, "Last minute of Sunday", datetime.combine(
+        sunday, datetime.min.time(), UTC) + timedelta(hours=21, minutes=59))  # 23:59 CEST
+    scheduled(app, "Monday after", datetime.combine(
+        sunday, datetime.min.time(), UTC) + timedelta(hours=22))  # 00:00 CEST, next week
+    scheduled(app, "Sunday before", before - timedelta(minutes=1))  # 23:59 CET, last week
+
+    page = text(paris.get(f"/admin/calendar/?view=week&date={sunday.isoformat()}"))
+    days = cells(page)
+    assert list(days) == [(monday + timedelta(days=i)).isoformat() for i in range(7)]
+    assert "First minute of the week" in days[monday.isoformat()]
+    assert "00:00" in days[monday.isoformat()]
+    sunday_cell = days[sunday.isoformat()]
+    assert "Sunday just after midnight" in sunday_cell and "00:30" in sunday_cell
+    assert "Last minute of Sunday" in sunday_cell and "23:59" in sunday_cell
+    assert "Monday after" not in page and "Sunday before" not in page
+
+
+def test_moving_a_post_reschedules_it_in_the_viewers_zone(app, paris):
+    post_id = scheduled(app, "Mover", utc(YEAR, 1, 14, 8, 0),
+                        unpublish_at=utc(YEAR, 2, 1, 0, 0))
+    response = post_form(paris, f"/admin/calendar/posts/{post_id}/move", {
+        "date": f"{YEAR}-01-20", "time": "10:15", "zone": PARIS, "version": 1,
+        "view": "month", "page": f"{YEAR}-01-01"})
+    assert response.status_code == 303
+    assert response.location == f"/admin/calendar/?view=month&date={YEAR}-01-01"
+    assert state(app, post_id) == ("scheduled", utc(YEAR, 1, 20, 9, 15), 2)
+    assert audit_actions(app) == ["post.schedule"]
+    days = cells(text(paris.get(response.location)))
+    assert "Mover" in days[f"{YEAR}-01-20"] and "Mover" not in days[f"{YEAR}-01-14"]
+
+    swapped = post_form(paris, f"/admin/calendar/posts/{post_id}/move", {
+        "date": f"{YEAR}-01-21", "time": "07:00", "zone": PARIS, "version": 2,
+        "view": "week", "page": f"{YEAR}-01-21"}, headers={"HX-Request": "true"})
+    assert swapped.status_code == 200
+    fragment = text(swapped)
+    assert fragment.startswith('<section id="calendar"') or '<section id="calendar"' in fragment
+    assert "<html" not in fragment
+    assert f"Moved “Mover” to {YEAR}-01-21 07:00 CET." in fragment
+    assert "Mover" in cells(fragment)[f"{YEAR}-01-21"]
+    assert state(app, post_id)[1] == utc(YEAR, 1, 21, 6, 0)
+
+
+@pytest.mark.parametrize(("typed", "version", "reason"), [
+    ({"date": f"{YEAR - 2}-06-01", "time": "09:00"}, 1, "That time has already passed"),
+    ({"date": spring_forward(YEAR).isoformat(), "time": "02:30"}, 1,
+     "does not exist in Europe/Paris: the clocks skip it"),
+    ({"date": f"{YEAR}-01-20", "time": "09:00"}, 0, "Someone else changed this post"),
+    ({"date": f"{YEAR}-03-01", "time": "09:00"}, 1, "must come after the publish time"),
+    ({"date": "", "time": "09:00"}, 1, "Enter a date and a time."),
+], ids=["past", "skipped-by-the-clocks", "stale-version", "after-its-unpublish-time", "empty"])
+def test_a_refused_move_says_why_next_to_the_post_and_changes_nothing(app, paris, typed,
+                                                                      version, reason):
+    post_id = scheduled(app, "Stays put", utc(YEAR, 1, 14, 8, 0),
+                        unpublish_at=utc(YEAR, 2, 1, 0, 0))
+    before = state(app, post_id)
+    for headers in ({}, {"HX-Request": "true"}):
+        response = post_form(paris, f"/admin/calendar/posts/{post_id}/move", {
+            **typed, "zone": PARIS, "version": version, "view": "month",
+            "page": f"{YEAR}-01-01"}, headers=headers)
+        assert response.status_code == 422
+        chip = re.search(rf'<li class="chip scheduled refused" id="post-{post_id}".*?</li>',
+                         text(response), re.S)
+        assert chip and reason in chip.group(0), text(response)[:3000]
+    assert state(app, post_id) == before
+    assert audit_actions(app) == []
+
+
+def test_a_published_post_is_shown_but_cannot_be_moved(app, paris):
+    post_id = new_post(app, "Out already", "published", published_at=utc(YEAR, 1, 3, 8))
+    assert "move-" not in cells(text(paris.get(f"/admin/calendar/?date={YEAR}-01-01")))[
+        f"{YEAR}-01-03"]
+    response = post_form(paris, f"/admin/calendar/posts/{post_id}/move", {
+        "date": f"{YEAR}-01-20", "time": "09:00", "zone": PARIS, "version": 1})
+    assert response.status_code == 422 and "published now, not scheduled" in text(response)
+    assert state(app, post_id)[0] == "published" and audit_actions(app) == []
+
+
+def test_viewers_may_not_see_the_calendar_or_move_posts(app, auth):
+    post_id = scheduled(app, "Hidden", utc(YEAR, 1, 14, 8))
+    viewer = auth.client("viewer")
+    assert viewer.get("/admin/calendar/").status_code == 403
+    response = post_form(viewer, f"/admin/calendar/posts/{post_id}/move", {
+        "date": f"{YEAR}-01-20", "time": "09:00", "zone": "UTC", "version": 1})
+    assert response.status_code == 403
+    assert state(app, post_id)[2] == 1
+
+
+def test_a_new_post_on_a_day_is_scheduled_at_the_time_offered(app, paris):
+    days = cells(text(paris.get(f"/admin/calendar/?date={YEAR}-01-01")))
+    link = f'href="/admin/posts/new?publish_at={YEAR}-01-20T09:00"'
+    assert link in days[f"{YEAR}-01-20"]
+    form = text(paris.get(f"/admin/posts/new?publish_at={YEAR}-01-20T09:00"))
+    assert f'value="{YEAR}-01-20T09:00"' in form and 'value="Europe/Paris"' in form
+    refused = post_form(paris, "/admin/posts/new", {
+        "title": "", "slug": "", "body": "", "publish_at": f"{YEAR - 2}-01-20T09:00",
+        "zone": PARIS})
+    assert refused.status_code == 422
+    assert "already passed" in text(refused) and "Give the post a title" in text(refused)
+    created = post_form(paris, "/admin/posts/new", {
+        "title": "On the day", "slug": "", "body": "Hi", "publish_at": f"{YEAR}-01-20T09:00",
+        "zone": PARIS})
+    assert created.status_code == 303
+    with app.app_context():
+        post = db.session.scalar(sa.select(Post).where(Post.title == "On the day"))
+        assert (post.status, post.publish_at) == ("scheduled", utc(YEAR, 1, 20, 8, 0))
+    assert audit_actions(app) == ["post.create", "post.schedule"]
+
+
+def test_past_days_offer_no_new_post_and_nonsense_arguments_show_this_month(app, paris):
+    page = text(paris.get("/admin/calendar/?view=year&date=yesterday&timers=maybe"))
+    assert datetime.now(UTC).strftime("%B %Y") in page and "Hide timers" not in page
+    days = cells(text(paris.get(f"/admin/calendar/?date={YEAR - 2}-05-01")))
+    assert days and not any("/admin/posts/new" in cell for cell in days.values())
+
+
+def test_timers_next_runs_show_when_asked(app, paris):
+    made = post_form(paris, "/admin/timers/new", {**TIMER, "name": "Every five"})
+    assert made.status_code in (302, 303)
+    today = datetime.now(UTC).date() + timedelta(days=2)
+    plain = text(paris.get(f"/admin/calendar/?view=week&date={today}"))
+    assert "Every five" not in "".join(cells(plain).values()) and "timers=1" in plain
+    shown = cells(text(paris.get(f"/admin/calendar/?view=week&date={today}&timers=1")))
+    cell = shown[today.isoformat()]
+    assert "Every five" in cell and cell.count("<time") == 3 and "…" in cell
+
+
+# Chromium: the keyboard alone moves a post, and a refused move is told in place --------
+
+def tab_to(page, selector: str, most: int) -> None:
+    """Press Tab until selector has the focus, at most most times."""
+    for _ in range(most):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement.matches(s)", selector):
+            return
+    pytest.fail(f"Tab never reached {selector}")
+
+
+def test_an_editor_moves_a_post_to_the_next_day_with_the_keyboard_only(app, browser):
+    from playwright.sync_api import expect
+
+    add_user(app, "keys@example.com", "editor", timezone=PARIS)
+    post_id = scheduled(app, "Keyboard", utc(YEAR, 1, 13, 8, 0))
+    with serve(app) as url:
+        context = browser.new_context(base_url=url, locale="en-US")  # days read mm/dd/yyyy
+        try:
+            page = context.new_page()
+            sign_in_page(page, "keys@example.com")
+            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
+            tab_to(page, f"#post-{post_id} summary", 120)  # through the page to its "Move"
+            page.keyboard.press("Enter")  # open it
+            page.keyboard.press("Tab")  # the day's month, then its day
+            page.keyboard.press("ArrowRight")
+            page.keyboard.press("ArrowUp")  # one day later
+            tab_to(page, f"#move-{post_id} button", 10)  # past the year and the time's parts
+            page.keyboard.press("Enter")
+            moved = page.locator(f'td[data-date="{YEAR}-01-14"] #post-{post_id}')
+            expect(moved).to_contain_text("Keyboard", timeout=15_000)
+            expect(page.locator(".calendar-status")).to_contain_text("Moved “Keyboard”")
+            expect(moved.locator("a").first).to_be_focused()  # the keyboard carries on from there
+            page.keyboard.press("Tab")
+            page.keyboard.press("Enter")  # Move again, two years back: refused in place
+            for key in ("Tab", "ArrowRight", "ArrowRight", "ArrowDown", "ArrowDown"):
+                page.keyboard.press(key)
+            tab_to(page, f"#move-{post_id} button", 10)
+            page.keyboard.press("Enter")
+            expect(moved.locator(".error")).to_contain_text("That time has already passed")
+            expect(page.locator(f"#move-{post_id}-date")).to_be_focused()
+        finally:
+            context.close()
+    assert state(app, post_id)[1:] == (utc(YEAR, 1, 14, 8, 0), 2)
