@@ -239,6 +239,8 @@ CASES = [
         "scope": "publishing", "reason": "incident", "on_resume": "publish"}), "freeze.start",
          "publishing"),
     Case("freezes.resume", "admin", _resume_publishing, "freeze.resume", "publishing"),
+    Case("site_settings.save", "admin", lambda w: w.form("/admin/site/", {
+        "name": "Harbour News", "description": "From the quay"}), "site.settings", "site"),
     # one's own account
     Case("auth.login", "editor", _sign_in, "session.start", "editor@example.com", 302),
     Case("auth.logout", "editor", lambda w: w.form("/logout"), "session.end",

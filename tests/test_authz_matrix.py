@@ -42,6 +42,7 @@ EXPECTED = {
     "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
     "webhooks.delete": "admin", "webhooks.redeliver": "admin",
     "metrics.index": BEARER,
+    "site_settings.edit": "admin", "site_settings.save": "admin",
 }
 NAV_ROLES = {endpoint.split(".")[0]: role for endpoint, _label, role in NAV}
 SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",

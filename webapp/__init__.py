@@ -85,6 +85,7 @@ NAV = [
     ("webhooks.index", "Webhooks", "admin"),
     ("users.index", "Users", "admin"),
     ("audit.index", "Audit", "admin"),
+    ("site_settings.edit", "Site settings", "admin"),
 ]
 
 
@@ -104,6 +105,7 @@ def register_blueprints(app: Flask) -> None:
         plugins,
         posts,
         site,
+        sitesettings,
         status,
         timers,
         users,
@@ -113,7 +115,7 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
-                   plugins, webhooks, metrics, audit, favicon):
+                   plugins, webhooks, metrics, audit, sitesettings, favicon):
         app.register_blueprint(module.bp)
 
     @app.context_processor

@@ -168,6 +168,13 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "TESTING": testing,
         "SECRET_KEY": env.get("SECRET_KEY") or None,
         "SITE_URL": site_url(env),
+        # the public site's name and description until an admin sets them (Site settings)
+        "SITE_NAME": env.get("SITE_NAME", "").strip() or "Soloist",
+        "SITE_DESCRIPTION": env.get("SITE_DESCRIPTION", "").strip(),
+        # how long a CDN or browser may serve a public page without asking again, and how
+        # long after that a stale copy while it asks (0 and 0: ask every time, get a 304)
+        "SITE_MAX_AGE_SECONDS": env_int(env, "SITE_MAX_AGE_SECONDS", 60),
+        "SITE_STALE_SECONDS": env_int(env, "SITE_STALE_SECONDS", 300),
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),

@@ -179,3 +179,15 @@ def _writes_or_locks(statement: str, context: object) -> bool:
     if isinstance(query, sa.sql.selectable.GenerativeSelect):
         return query._for_update_arg is not None
     return not _PLAIN_READ.match(statement)  # DDL, SAVEPOINT, raw SQL other than a read
+
+
+def read_without_transaction() -> None:
+    """Run the rest of this request's statements on a connection in autocommit.
+
+    For a page that only reads, in one statement or in statements that need not agree
+    (webapp.views.site): no BEGIN and ROLLBACK around them, two round trips fewer. Does
+    nothing once the session has begun (a signed-in reader's user was loaded): those
+    statements stay in its transaction.
+    """
+    if db.session().get_transaction() is None:
+        db.session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})

@@ -43,3 +43,33 @@ def _render(source: str) -> Markup:
     # saves re-rendering the same popular posts on every request.
     html = _parser.render(source)
     return Markup(_cleaner.clean(html))  # noqa: S704  (sanitised by nh3 just above)
+
+
+EXCERPT_CHARACTERS = 240
+PLAIN = ("text", "code_inline", "softbreak", "hardbreak")  # what an excerpt keeps of a line
+
+
+def excerpt(source: str | None, limit: int = EXCERPT_CHARACTERS) -> str:
+    """Return the first paragraph of a Markdown source as plain text, cut at a word near limit.
+
+    Plain text (emphasis, code and link markup dropped, the words kept) for a template to
+    escape: an excerpt can never carry markup of its own. "" when there is no paragraph.
+    """
+    return _excerpt(source or "", limit)
+
+
+@lru_cache(maxsize=1024)
+def _excerpt(source: str, limit: int) -> str:
+    tokens = _parser.parse(source)
+    paragraphs = [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t.type == "paragraph_open"]
+    # a paragraph of its own first; one inside a list or a quote only when there is none
+    inline = next((p for p in paragraphs if p.level == 1), paragraphs[0] if paragraphs else None)
+    if inline is None:
+        return ""
+    words = " ".join("".join(
+        child.content if child.type in ("text", "code_inline") else " "
+        for child in inline.children or [] if child.type in PLAIN).split())
+    if len(words) <= limit:
+        return words
+    cut = words[:limit].rsplit(" ", 1)[0] or words[:limit]
+    return cut.rstrip(" ,;:.-") + "…"

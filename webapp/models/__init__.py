@@ -6,6 +6,7 @@ from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
+from .site import SiteState
 from .timers import Timer, TimerRun
 from .types import UTCDateTime, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
@@ -23,6 +24,7 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "SiteState",
     "Timer",
     "TimerRun",
     "UTCDateTime",

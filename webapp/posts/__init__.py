@@ -45,6 +45,7 @@ from .queries import (
     list_posts,
     published_by_slug,
     published_page,
+    published_post,
     recently_published,
     status_counts,
     upcoming,
@@ -55,7 +56,8 @@ __all__ = [
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast", "StalePost",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
     "get_post", "hold_due", "late", "list_posts", "next_due", "next_due_reads", "publish_due",
-    "publish_now", "published_by_slug", "published_page", "recently_published", "schedule_post",
+    "publish_now", "published_by_slug", "published_page", "published_post",
+    "recently_published", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",
     "unschedule_post", "upcoming", "update_post", "write_outbox",
 ]

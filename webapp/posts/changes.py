@@ -8,7 +8,7 @@ checked against it, and one commit writes them all (with their audit rows).
 
 from datetime import datetime
 
-from .. import audit
+from .. import audit, sitestate
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PUBLISH
@@ -38,6 +38,8 @@ def change_post(post_id: int, version: int, text: tuple[str, str, str] | None,
         audit.record("post.edit", audit.target("post", post.id, fields.title),
                      _text_changes(post, fields))
         post.title, post.slug, post.body = fields.title, fields.slug, fields.body
+        if post.status == "published":  # under the row lock: readers see the new text
+            sitestate.bump(now)
     post.version += 1
     post.updated_at = now
     _commit_or_slug_taken()

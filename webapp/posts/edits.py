@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from .. import audit
+from .. import audit, sitestate
 from ..db import database_now
 from ..extensions import db
 from ..models import Post
@@ -145,11 +145,14 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
         .where(Post.id == post_id, Post.version == post.version)
         .values(title=fields.title, slug=fields.slug, body=fields.body,
                 version=Post.version + 1, updated_at=now)
+        .returning(Post.status)
         .execution_options(synchronize_session=False)
-    ).rowcount
-    if saved != 1:
+    ).scalars().all()
+    if len(saved) != 1:
         db.session.rollback()
         raise StalePost(get_post(post_id))
+    if saved[0] == "published":  # readers see the new text: the public pages changed
+        sitestate.bump(now)
     audit.record("post.edit", audit.target("post", post_id, fields.title),
                  _text_changes(post, fields))
     _commit_or_slug_taken()

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from .. import audit
+from .. import audit, sitestate
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
@@ -47,9 +47,14 @@ def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -
 
 
 def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str) -> None:
-    """Write the outbox rows of moved posts, wake the plugin leader for them, and commit."""
+    """Write the outbox rows of moved posts, wake the plugin leader for them, and commit.
+
+    Every move that comes here takes posts into or out of the public site: its pages'
+    validators change in the same transaction (webapp.sitestate).
+    """
     if moved:
         write_outbox(topic, moved, now, instance)
+        sitestate.bump(now)
         wake_scheduler(PLUGINS.name)  # the outbox's hooks (webhooks, sitemap) at once
     db.session.commit()
 

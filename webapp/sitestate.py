@@ -1,0 +1,125 @@
+"""The public site's name and description, and the version its pages validate against.
+
+Public pages answer conditional requests (ETag, Last-Modified) from one row read before
+anything is rendered. So every change a reader could see bumps that row in the same
+transaction as the change itself: a post published or unpublished (by an editor or the
+publish leader), a published post's text edited, the settings saved (`bump`, called by
+webapp.posts; `save_settings` here). Another instance's reader validates against the new
+version the moment the change commits, and never against one whose change rolled back.
+
+The row is written on the first change (an upsert: a fresh database has none); until an
+admin saves settings, SITE_NAME and SITE_DESCRIPTION from the environment hold.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from flask import current_app
+
+from . import audit
+from .db import database_now
+from .extensions import db
+from .models import SiteState, UTCDateTime
+from .xmltext import unsafe_character
+
+MAX_NAME = 100
+MAX_DESCRIPTION = 300
+
+# changed_at never goes back, whichever of two racing writers commits last
+_LATER = ("CASE WHEN site_state.{0} > excluded.{0} THEN site_state.{0} "
+          "ELSE excluded.{0} END")
+BUMP_SQL = sa.text(
+    "INSERT INTO site_state (id, version, changed_at, settings_version) "
+    "VALUES (:row, 1, :now, 0) ON CONFLICT (id) DO UPDATE SET "
+    f"version = site_state.version + 1, changed_at = {_LATER.format('changed_at')}"
+).bindparams(sa.bindparam("now", type_=UTCDateTime))
+SAVE_SQL = sa.text(
+    "INSERT INTO site_state (id, name, description, version, changed_at, settings_version, "
+    "settings_changed_at) VALUES (:row, :name, :description, 1, :now, 1, :now) "
+    "ON CONFLICT (id) DO UPDATE SET name = excluded.name, description = excluded.description, "
+    f"version = site_state.version + 1, changed_at = {_LATER.format('changed_at')}, "
+    "settings_version = site_state.settings_version + 1, "
+    f"settings_changed_at = {_LATER.format('settings_changed_at')}"
+).bindparams(sa.bindparam("now", type_=UTCDateTime))
+
+
+class SiteSettingsError(ValueError):
+    """Settings that cannot be saved: errors names each bad field."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """What a public page shows of the site and validates against."""
+
+    name: str
+    description: str
+    version: int = 0
+    changed_at: datetime | None = None
+    settings_version: int = 0
+    settings_changed_at: datetime | None = None
+    custom_name: str | None = None  # as saved (None: the environment's default)
+    custom_description: str | None = None
+
+
+def columns() -> list:
+    """Return the row's columns, for a query that reads them beside something else."""
+    return [SiteState.name, SiteState.description, SiteState.version, SiteState.changed_at,
+            SiteState.settings_version, SiteState.settings_changed_at]
+
+
+CURRENT = sa.select(*columns()).where(SiteState.id == SiteState.ROW)  # built once
+
+
+def info(row: sa.Row | None) -> SiteInfo:
+    """Return the site as a page shows it from columns() read (None: no row yet)."""
+    config = current_app.config
+    if row is None or row.version is None:
+        return SiteInfo(config["SITE_NAME"], config["SITE_DESCRIPTION"])
+    return SiteInfo(row.name or config["SITE_NAME"],
+                    config["SITE_DESCRIPTION"] if row.description is None else row.description,
+                    row.version, row.changed_at, row.settings_version,
+                    row.settings_changed_at, row.name, row.description)
+
+
+def current() -> SiteInfo:
+    """Read the site's settings and version (one primary-key read)."""
+    return info(db.session.connection().execute(CURRENT).one_or_none())
+
+
+def bump(now: datetime) -> None:
+    """Add "public pages changed at now" to the current transaction (the caller commits)."""
+    db.session.execute(BUMP_SQL, {"row": SiteState.ROW, "now": now})
+
+
+def check_settings(name: str, description: str) -> tuple[str | None, str | None]:
+    """Return (name, description) cleaned, blank as None (the default), or raise."""
+    name, description = " ".join(name.split()), " ".join(description.split())
+    errors = {}
+    for field, value, limit in (("name", name, MAX_NAME),
+                                ("description", description, MAX_DESCRIPTION)):
+        if len(value) > limit:
+            errors[field] = f"Keep it to {limit} characters (it has {len(value)})."
+        elif found := unsafe_character(value):
+            errors[field] = f"Remove the control character {found}: the feed cannot hold it."
+    if errors:
+        raise SiteSettingsError(errors)
+    return name or None, description or None
+
+
+def save_settings(name: str, description: str) -> SiteInfo:
+    """Save the site's name and description (blank: the default), audited; commit."""
+    new_name, new_description = check_settings(name, description)
+    before = current()
+    now = database_now()
+    audit.record("site.settings", "site", audit.changes(
+        {"name": before.custom_name, "description": before.custom_description},
+        {"name": new_name, "description": new_description}))
+    db.session.execute(SAVE_SQL, {"row": SiteState.ROW, "name": new_name,
+                                  "description": new_description, "now": now})
+    db.session.commit()
+    return current()
