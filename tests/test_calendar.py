@@ -253,3 +253,22 @@ def test_an_editor_moves_a_post_to_the_next_day_with_the_keyboard_only(app, brow
         finally:
             context.close()
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 14, 8, 0), 2)
+
+
+def test_dragging_a_post_onto_another_day_submits_the_same_move(app, browser):
+    from playwright.sync_api import expect
+
+    add_user(app, "mouse@example.com", "editor", timezone=PARIS)
+    post_id = scheduled(app, "Dragged", utc(YEAR, 1, 13, 8, 0))
+    with serve(app) as url:
+        context = browser.new_context(base_url=url)
+        try:
+            page = context.new_page()
+            sign_in_page(page, "mouse@example.com")
+            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
+            page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{YEAR}-01-20"]')
+            moved = page.locator(f'td[data-date="{YEAR}-01-20"] #post-{post_id}')
+            expect(moved).to_contain_text("Dragged", timeout=15_000)
+        finally:
+            context.close()
+    assert state(app, post_id)[1:] == (utc(YEAR, 1, 20, 8, 0), 2)
