@@ -172,7 +172,7 @@ def test_htmx_requests_send_the_token_in_a_header_and_that_is_accepted(client, a
     assert forged.status_code == 400
 
 
-EDITOR_BLUEPRINTS = ("site", "auth", "dashboard", "posts", "users")
+EDITOR_BLUEPRINTS = ("site", "auth", "dashboard", "posts", "calendar", "users")
 
 
 def test_an_id_too_big_for_the_database_is_404_not_500(open_app):

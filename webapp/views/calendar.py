@@ -6,7 +6,7 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask_login import current_user
 
 from ..db import database_now
-from ..posts import PostError, PostNotFound, StalePost
+from ..posts import PostError, PostNotFound, StalePost, get_post
 from ..posts import calendar as domain
 from ..security import role_required
 from ..timefmt import format_local, to_local
@@ -100,6 +100,10 @@ def _refused(args: dict, post_id: int, typed: dict, errors: dict[str, str]):
 @role_required("editor")
 def move(post_id: int):
     """Reschedule a post to the date and time typed, in the viewer's zone."""
+    try:
+        get_post(post_id)  # no such post: 404, whatever was typed
+    except PostNotFound:
+        abort(404)
     g.db_now = database_now()
     args = _page_args(request.form, "page")  # date is the day the post moves to
     typed = _move_form()
