@@ -6,6 +6,8 @@ request (4xx) the rows the form writes are as they were; a 422 shows the form ag
 with the text the user typed.
 """
 
+from datetime import UTC, datetime
+
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -121,6 +123,47 @@ def test_the_post_edit_form_survives_hostile_text(app, auth):
                 assert rows(app, Post, *POST_COLUMNS) == before
             kept(response, title, body)
             before = rows(app, Post, *POST_COLUMNS)
+
+    attempt()
+
+
+def test_a_new_post_with_a_publish_time_survives_hostile_values(app, auth):
+    client, token = signed_in(auth, "editor")
+
+    @BOUNDED
+    @given(title=st.one_of(st.just("Dated"), FIELD), publish_at=TIMES, zone=ZONES)
+    def attempt(title, publish_at, zone):
+        before = rows(app, Post, *POST_COLUMNS, Post.publish_at)
+        response = submit(client, token, "/admin/posts/new", {
+            "title": title, "slug": "", "body": "", "publish_at": publish_at, "zone": zone})
+        if 400 <= response.status_code < 500:
+            assert rows(app, Post, *POST_COLUMNS, Post.publish_at) == before
+        kept(response, title, publish_at.strip())  # times are read without their spaces
+        with app.app_context():  # a success leaves the slug free for the next draw
+            db.session.execute(sa.delete(Post))
+            db.session.commit()
+
+    attempt()
+
+
+def test_the_calendar_move_form_survives_hostile_values(app, auth):
+    client, token = signed_in(auth, "editor")
+    post_id = new_post(app, "Steady", "scheduled",
+                       publish_at=datetime(2031, 1, 14, 8, tzinfo=UTC))
+
+    @BOUNDED
+    @given(day=st.one_of(st.just("2031-01-20"), FIELD), at=st.one_of(st.just("09:00"), TIMES),
+           zone=ZONES, version=st.one_of(st.just("1"), NUMBERS),
+           page=st.one_of(st.just("2031-01-01"), FIELD))
+    def attempt(day, at, zone, version, page):
+        before = rows(app, Post, *POST_COLUMNS, Post.publish_at)
+        response = submit(client, token, f"/admin/calendar/posts/{post_id}/move", {
+            "date": day, "time": at, "zone": zone, "version": version, "page": page,
+            "view": page, "timers": page})
+        if 400 <= response.status_code < 500:
+            assert rows(app, Post, *POST_COLUMNS, Post.publish_at) == before
+        if response.status_code == 422 and page == "2031-01-01" and version == "1":
+            kept(response, day.strip(), at.strip())  # in the post's form, on its page
 
     attempt()
 

@@ -99,8 +99,8 @@ def _new_schedule(source) -> dict | None:
     """Return the publish time offered to a new post (typed in the editor's zone), if any."""
     if "publish_at" not in source:
         return None
-    return {"publish_at": source.get("publish_at", "").strip()[:40],
-            "zone": source.get("zone", "").strip()[:64] or _zone()}
+    return {"publish_at": source.get("publish_at", "").strip(),
+            "zone": source.get("zone", "").strip() or _zone()}
 
 
 def _start_post(form: dict, sched: dict | None) -> Post:
