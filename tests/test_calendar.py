@@ -272,3 +272,18 @@ def test_dragging_a_post_onto_another_day_submits_the_same_move(app, browser):
         finally:
             context.close()
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 20, 8, 0), 2)
+
+
+def test_the_night_the_clocks_go_back_both_0230s_are_on_sunday_and_told_apart(app, paris):
+    last = date(YEAR, 10, 31)
+    sunday = last - timedelta(days=(last.weekday() + 1) % 7)
+    midnight = datetime.combine(sunday, datetime.min.time(), UTC)
+    scheduled(app, "First half past two", midnight + timedelta(minutes=30))  # 02:30 CEST
+    scheduled(app, "Second half past two", midnight + timedelta(minutes=90))  # 02:30 CET
+    scheduled(app, "Last minute", midnight + timedelta(hours=22, minutes=59))  # 23:59 CET
+    days = cells(text(paris.get(f"/admin/calendar/?view=week&date={sunday}")))
+    cell = days[sunday.isoformat()]
+    assert cell.count(">02:30</time>") == 2 and "23:59" in cell
+    assert f'title="{sunday} 02:30 CEST">02:30' in cell
+    assert f'title="{sunday} 02:30 CET">02:30' in cell
+    assert cell.index("First half past two") < cell.index("Second half past two")
