@@ -53,9 +53,12 @@ def test_public_pages_send_validators_and_may_be_kept_by_a_cdn(app, hello, url):
 
 
 @pytest.mark.parametrize("url", PAGES)
+@pytest.mark.parametrize("cookie", [None, "session"], ids=["before-flask", "in-the-view"])
 def test_a_matching_conditional_request_is_a_304_with_no_body_and_nothing_rendered(
-        app, hello, url):
+        app, hello, url, cookie):
     client = app.test_client()
+    if cookie:  # a stale sign-in cookie: the request goes through Flask, signed out
+        client.set_cookie(app.config["SESSION_COOKIE_NAME"], "ended-long-ago")
     etag, modified = validators(client, url)
     for headers in ({"If-None-Match": etag}, {"If-Modified-Since": modified},
                     {"If-None-Match": f'W/"other", {etag}'}, {"If-None-Match": "*"}):
@@ -69,12 +72,17 @@ def test_a_matching_conditional_request_is_a_304_with_no_body_and_nothing_render
     assert status == 200
 
 
-def test_a_304_carries_the_etag_and_cache_control_that_refresh_a_kept_copy(app, hello):
+@pytest.mark.parametrize("cookie", [None, "session"], ids=["before-flask", "in-the-view"])
+def test_a_304_carries_the_etag_and_cache_control_that_refresh_a_kept_copy(app, hello, cookie):
     client = app.test_client()
+    if cookie:
+        client.set_cookie(app.config["SESSION_COOKIE_NAME"], "ended-long-ago")
     etag, _ = validators(client, "/posts/hello")
     response = client.get("/posts/hello", headers={"If-None-Match": etag})
+    assert response.status_code == 304
     assert response.headers["ETag"] == etag and "Cookie" in response.headers["Vary"]
-    assert response.headers["Cache-Control"].startswith("public, max-age=")
+    assert response.headers["Cache-Control"] == "public, max-age=60, stale-while-revalidate=300"
+    assert response.headers["Content-Security-Policy"].startswith("default-src 'self'")
 
 
 def test_publishing_unpublishing_and_editing_change_the_validators_at_once(app, hello, pg_url):
@@ -167,3 +175,19 @@ def test_unknown_posts_and_pages_are_404_and_not_kept(app, hello):
         assert response.status_code == 404
         assert "ETag" not in response.headers
         assert "public" not in response.headers.get("Cache-Control", "")
+
+
+def test_on_sqlite_publishing_changes_the_validators_and_a_match_is_a_304(sqlite_app):
+    post_id = new_post(sqlite_app, "Hi", slug="hi", status="draft")
+    client = sqlite_app.test_client()
+    empty = validators(client, "/")[0]
+    with sqlite_app.app_context():
+        posts.publish_now(post_id)
+    etag = validators(client, "/")[0]
+    assert etag != empty
+    assert client.get("/", headers={"If-None-Match": etag}).status_code == 304
+    page = validators(client, "/posts/hi")[0]
+    assert client.get("/posts/hi", headers={"If-None-Match": page}).status_code == 304
+    with sqlite_app.app_context():
+        posts.unpublish_post(post_id)
+    assert client.get("/", headers={"If-None-Match": etag}).status_code == 200

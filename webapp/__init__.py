@@ -117,6 +117,7 @@ def register_blueprints(app: Flask) -> None:
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
                    plugins, webhooks, metrics, audit, sitesettings, favicon):
         app.register_blueprint(module.bp)
+    site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
 
     @app.context_processor
     def navigation() -> dict:

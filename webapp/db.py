@@ -191,3 +191,12 @@ def read_without_transaction() -> None:
     """
     if db.session().get_transaction() is None:
         db.session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
+def autocommit_connection() -> sa.Connection:
+    """Return a pooled connection in autocommit, outside the session (close it when done).
+
+    For a read that must cost as little as it can (a 304 before Flask runs): no session,
+    no BEGIN and ROLLBACK.
+    """
+    return db.engine.connect().execution_options(isolation_level="AUTOCOMMIT")

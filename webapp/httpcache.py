@@ -8,14 +8,20 @@ page carries their email and an Edit link: `private, no-cache`, no validators, s
 shared cache keeps it and no 304 can stand in for it after they sign out.
 """
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from flask import Response, current_app, request
+from flask import Flask, Response, current_app, request
+from werkzeug.http import parse_date, parse_etags, quote_etag
+
+from .headers import HEADERS
 
 # Last-Modified has whole seconds: a change later in the same second would not move it.
 # A page changed this recently is sent without it (its ETag still validates it).
 SETTLE = timedelta(seconds=2)
+log = logging.getLogger("soloist.httpcache")
 
 
 @dataclass(frozen=True)
@@ -43,16 +49,22 @@ def _settled(moment: datetime | None) -> datetime | None:
 
 
 def matches(validators: Validators) -> bool:
-    """Return whether the request's conditional headers say the reader's copy is current.
+    """Return whether the request's conditional headers say the reader's copy is current."""
+    return request.method in ("GET", "HEAD") and headers_match(
+        validators, request.headers.get("If-None-Match"),
+        request.headers.get("If-Modified-Since"))
+
+
+def headers_match(validators: Validators, if_none_match: str | None,
+                  if_modified_since: str | None) -> bool:
+    """Return whether conditional headers as sent match validators.
 
     If-None-Match decides when sent (weak comparison, "*" included); If-Modified-Since
     only without it, as RFC 9110 says.
     """
-    if request.method not in ("GET", "HEAD"):
-        return False
-    if request.if_none_match:
-        return request.if_none_match.contains_weak(validators.etag)
-    since, modified = request.if_modified_since, _settled(validators.last_modified)
+    if if_none_match:
+        return parse_etags(if_none_match).contains_weak(validators.etag)
+    since, modified = parse_date(if_modified_since), _settled(validators.last_modified)
     return since is not None and modified is not None and modified <= since
 
 
@@ -77,3 +89,52 @@ def private(response: Response) -> Response:
     response.headers["Cache-Control"] = "private, no-cache"
     response.vary.add("Cookie")
     return response
+
+
+class RevalidateFirst:
+    """WSGI middleware: answer a reader's matching conditional GET with a 304 before Flask runs.
+
+    A CDN in front revalidates each page every max-age: that 304 should cost its one read
+    and little else, not a trip through the request's hooks, sign-in and routing. Only
+    for a request that cannot be a signed-in viewer's (no session or remember cookie, no
+    Authorization) and that validators_of(environ) recognises (inside an app context, with
+    the views' own reads); anything else, a mismatch or an error goes to the app, which
+    answers it as it always would (its views make the same 304s).
+    """
+
+    def __init__(self, wsgi_app, app: Flask,
+                 validators_of: Callable[[dict], Validators | None]) -> None:
+        self.wsgi_app, self.app, self.validators_of = wsgi_app, app, validators_of
+        self.cookies = [f"{app.config['SESSION_COOKIE_NAME']}=",
+                        f"{app.config.get('REMEMBER_COOKIE_NAME', 'remember_token')}="]
+
+    def __call__(self, environ: dict, start_response):
+        if self._anonymous_conditional_get(environ):
+            try:
+                headers = self._not_modified(environ)
+            except Exception:  # noqa: BLE001  (the app answers, or reports, it properly)
+                log.exception("revalidating %s before the app failed", environ.get("PATH_INFO"))
+                headers = None
+            if headers is not None:
+                start_response("304 NOT MODIFIED", headers)
+                return []
+        return self.wsgi_app(environ, start_response)
+
+    def _anonymous_conditional_get(self, environ: dict) -> bool:
+        cookie = environ.get("HTTP_COOKIE", "")
+        return (environ.get("REQUEST_METHOD") in ("GET", "HEAD")
+                and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MODIFIED_SINCE" in environ)
+                and "HTTP_AUTHORIZATION" not in environ
+                and not any(name in cookie for name in self.cookies))
+
+    def _not_modified(self, environ: dict) -> list[tuple[str, str]] | None:
+        """Return the 304's headers if the reader's copy is current, else None."""
+        with self.app.app_context():
+            validators = self.validators_of(environ)
+            if validators is None or not headers_match(
+                    validators, environ.get("HTTP_IF_NONE_MATCH"),
+                    environ.get("HTTP_IF_MODIFIED_SINCE")):
+                return None
+            control = cache_control()
+        return [("ETag", quote_etag(validators.etag, weak=True)), ("Cache-Control", control),
+                ("Vary", "Cookie"), *HEADERS.items()]

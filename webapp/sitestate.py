@@ -86,9 +86,9 @@ def info(row: sa.Row | None) -> SiteInfo:
                     row.settings_changed_at, row.name, row.description)
 
 
-def current() -> SiteInfo:
-    """Read the site's settings and version (one primary-key read)."""
-    return info(db.session.connection().execute(CURRENT).one_or_none())
+def current(conn: sa.Connection | None = None) -> SiteInfo:
+    """Read the site's settings and version (one primary-key read), on conn if given."""
+    return info((conn or db.session.connection()).execute(CURRENT).one_or_none())
 
 
 def bump(now: datetime) -> None:

@@ -108,14 +108,16 @@ def published_page(page: int, size: int) -> list[sa.Row]:
         .limit(size + 1).offset((page - 1) * size)))
 
 
-def published_post(slug: str) -> sa.Row | None:
+def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | None:
     """Return the published post at slug with the site's row beside it, in one read.
 
     The row has the post's id, title, slug, body, published_at, version and updated_at,
     and webapp.sitestate.columns() (None when the site has no row yet): all a public post
-    page shows and validates against. None for anything the public may not see.
+    page shows and validates against. None for anything the public may not see. Read on
+    conn when given, else in the session.
     """
-    return db.session.connection().execute(PUBLISHED_POST, {"slug": slug}).one_or_none()
+    conn = conn or db.session.connection()
+    return conn.execute(PUBLISHED_POST, {"slug": slug}).one_or_none()
 
 
 # built once: a public page's read is most of what a 304 costs

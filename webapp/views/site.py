@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from flask import (
     Blueprint,
@@ -23,7 +24,7 @@ from flask import (
 from flask_login import current_user
 
 from .. import httpcache, markdown, posts, sitestate, xmltext
-from ..db import ping, read_without_transaction
+from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
 
 bp = Blueprint("site", __name__)
@@ -70,12 +71,32 @@ def _respond(validators: httpcache.Validators, render: Callable[[], str | Respon
     return httpcache.public(make_response(render()), validators)
 
 
-def _page_number() -> int:
-    """Return ?page= (1 when absent); anything but a page that can exist is 404."""
-    raw = request.args.get("page", "1")
+def page_number(raw: str) -> int | None:
+    """Return the page ?page= names (from 1), or None for anything but a page that can exist."""
     if not (raw.isascii() and raw.isdigit() and len(raw) <= 6 and 1 <= int(raw) <= MAX_PAGE):
-        abort(404)
+        return None
     return int(raw)
+
+
+def _page_number() -> int:
+    page = page_number(request.args.get("page", "1"))
+    if page is None:
+        abort(404)
+    return page
+
+
+def post_validators(found) -> httpcache.Validators:
+    """Return what a post page validates against: the post's version and the settings'."""
+    site = sitestate.info(found)
+    changed = max(t for t in (found.updated_at, site.settings_changed_at) if t is not None)
+    return httpcache.Validators(_etag("p", site.settings_version, site.settings_changed_at,
+                                      found.id, found.post_version, found.updated_at), changed)
+
+
+def listing_validators(kind: str, site: sitestate.SiteInfo, *parts) -> httpcache.Validators:
+    """Return what the index (kind "i", parts the page) or the feed ("f") validates against."""
+    return httpcache.Validators(_etag(kind, site.version, site.changed_at, *parts),
+                                site.changed_at)
 
 
 @bp.get("/")
@@ -84,8 +105,6 @@ def index():
     page = _page_number()
     read_without_transaction()
     site = sitestate.current()
-    validators = httpcache.Validators(_etag("i", site.version, site.changed_at, page),
-                                      site.changed_at)
 
     def render() -> str:
         found = posts.published_page(page, PAGE_SIZE)
@@ -95,7 +114,7 @@ def index():
         return render_template("site/index.html", site=site, entries=entries, page=page,
                                has_next=len(found) > PAGE_SIZE)
 
-    return _respond(validators, render)
+    return _respond(listing_validators("i", site, page), render)
 
 
 @bp.get("/posts/<slug>")
@@ -105,14 +124,9 @@ def post(slug: str):
     found = posts.published_post(slug)
     if found is None:
         abort(404)
-    site = sitestate.info(found)
-    changed = max(t for t in (found.updated_at, site.settings_changed_at) if t is not None)
-    validators = httpcache.Validators(
-        _etag("p", site.settings_version, site.settings_changed_at, found.id,
-              found.post_version, found.updated_at), changed)
-    return _respond(validators, lambda: render_template(
-        "site/post.html", site=site, post=found, body=markdown.render(found.body),
-        description=markdown.excerpt(found.body)))
+    return _respond(post_validators(found), lambda: render_template(
+        "site/post.html", site=sitestate.info(found), post=found,
+        body=markdown.render(found.body), description=markdown.excerpt(found.body)))
 
 
 @bp.get("/feed.xml")
@@ -120,8 +134,6 @@ def feed():
     """Serve the latest published posts as an Atom feed."""
     read_without_transaction()
     site = sitestate.current()
-    validators = httpcache.Validators(_etag("f", site.version, site.changed_at),
-                                      site.changed_at)
 
     def render() -> Response:
         entries = [(p, markdown.render(p.body))
@@ -130,7 +142,33 @@ def feed():
         xml = render_template("site/feed.xml", site=site, entries=entries, updated=updated)
         return Response(xml, mimetype="application/atom+xml")
 
-    return _respond(validators, render, per_reader=False)
+    return _respond(listing_validators("f", site), render, per_reader=False)
+
+
+def validators_of(environ: dict) -> httpcache.Validators | None:
+    """Return the validators of the public page a WSGI request asks for; None if it is not one.
+
+    What httpcache.RevalidateFirst asks, with the views' own reads, before Flask runs.
+    """
+    path, query = environ.get("PATH_INFO", ""), parse_qs(environ.get("QUERY_STRING", ""))
+    slug = path.removeprefix("/posts/")
+    page = page_number(query.get("page", ["1"])[0]) if set(query) <= {"page"} else None
+    if path == "/feed.xml" and not query:
+        with autocommit_connection() as conn:
+            return listing_validators("f", sitestate.current(conn))
+    if path == "/" and page is not None:
+        with autocommit_connection() as conn:
+            return listing_validators("i", sitestate.current(conn), page)
+    if slug != path and slug.isascii() and slug and "/" not in slug and not query:
+        with autocommit_connection() as conn:
+            found = posts.published_post(slug, conn)
+        return None if found is None else post_validators(found)
+    return None
+
+
+def init_app(app: Flask) -> None:
+    """Answer readers' matching conditional requests for public pages before Flask runs."""
+    app.wsgi_app = httpcache.RevalidateFirst(app.wsgi_app, app, validators_of)
 
 
 @bp.app_template_filter("xml_text")
