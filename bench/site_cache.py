@@ -1,0 +1,186 @@
+"""Public site: the post page rendered, and the same page asked again with its ETag (a 304).
+
+One gunicorn instance (WEB_CONCURRENCY=2 gthread workers, schedulers running) serves a fresh
+PostgreSQL database holding POSTS published posts with Markdown bodies of a few paragraphs
+(bench/web_perf.py's fill). wrk asks, over --connections connections, for a random one of
+them per request:
+
+- the post page as a first-time reader does (200, rendered);
+- the same page with If-None-Match: the ETag that post's page sent (read for every post
+  beforehand): a CDN or a browser revalidating its copy; answered 304 from one primary-key
+  read, nothing rendered;
+- GET /healthz, the framework's floor, for reference (--no-floor skips it).
+
+Each gets a warm-up run, then a measured run (`wrk --latency`); the status codes of the
+measured requests are counted from gunicorn's access log, so a 304 run that answered 200 (or
+anything else) fails loudly. The database is dropped on the way out.
+
+    .venv/bin/python bench/site_cache.py [--posts 10000] [--connections 16] [--threads 2]
+        [--duration 15] [--warmup 5] [--no-floor]
+
+Needs wrk (apt-get install -y wrk); exits 2 without it.
+"""
+
+import argparse
+import collections
+import http.client
+import os
+import re
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from web_perf import POST_LUA, fill, find_wrk, run_wrk, wrk_command  # noqa: E402
+
+RENDERED_TARGET = 600.0
+NOT_MODIFIED_TARGET = 1500.0
+ACCESS_RE = re.compile(r'"GET (\S+) HTTP/[\d.]+" (\d{3}) ')
+
+# Each request asks for a random post with the ETag that post's page was sent with.
+CONDITIONAL_LUA = """
+local etags = {{}}
+for line in io.lines("{path}") do etags[#etags + 1] = line end
+math.randomseed(os.time())
+request = function()
+  local i = math.random(1, #etags)
+  return wrk.format("GET", "/posts/bench-" .. i, {{["If-None-Match"] = etags[i]}})
+end
+"""
+
+
+def read_etags(base: str, n: int) -> list[str]:
+    """GET every post page once (keep-alive, 4 at a time); return their ETags in post order."""
+    parts = urlsplit(base)
+
+    def batch(numbers: range) -> list[str]:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        found = []
+        for i in numbers:
+            conn.request("GET", f"/posts/bench-{i}")
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status != 200 or not resp.getheader("ETag"):
+                raise RuntimeError(f"/posts/bench-{i}: {resp.status}, ETag "
+                                   f"{resp.getheader('ETag')!r}")
+            found.append(resp.getheader("ETag"))
+        conn.close()
+        return found
+
+    step = -(-n // 4)
+    with ThreadPoolExecutor(4) as pool:
+        chunks = pool.map(batch, [range(1 + k, min(n, k + step) + 1) for k in range(0, n, step)])
+    return [etag for chunk in chunks for etag in chunk]
+
+
+def statuses(log_path: Path, offset: int, prefix: str) -> collections.Counter:
+    """Count the access log's statuses, after offset, of GETs whose path starts with prefix."""
+    with open(log_path) as log_file:
+        log_file.seek(offset)
+        return collections.Counter(status for path, status in ACCESS_RE.findall(log_file.read())
+                                   if path.startswith(prefix))
+
+
+def measure(inst, wrk: str, args: argparse.Namespace, what: str, url: str,
+            script: Path | None, prefix: str) -> dict:
+    """Warm up, then measure one run; return wrk's numbers with the statuses served."""
+    from common import log
+
+    log(f"warming up: {what}")
+    run_wrk(wrk_command(wrk, url, args.threads, args.connections, args.warmup, script, []))
+    time.sleep(0.5)
+    offset = inst.log_path.stat().st_size
+    load = os.getloadavg()[0]
+    log(f"measuring: {what}")
+    numbers, _ = run_wrk(wrk_command(wrk, url, args.threads, args.connections, args.duration,
+                                     script, []))
+    time.sleep(0.5)  # let the last access-log lines land
+    numbers.update(what=what, load=load, statuses=statuses(inst.log_path, offset, prefix))
+    log(f"{what}: {numbers['rps']:.0f} req/s, p50 {numbers['p50']:.1f} ms, "
+        f"p99 {numbers['p99']:.1f} ms, statuses {dict(numbers['statuses'])}")
+    return numbers
+
+
+def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], int]:
+    """Fill, serve, read the ETags, measure each run; return the results and body length."""
+    from common import Bench, log
+
+    results = []
+    with Bench("site") as bench, tempfile.TemporaryDirectory(prefix="soloist-site-") as tmp:
+        avg_len = fill(bench, args.posts)
+        log("starting 1 gunicorn instance x 2 workers")
+        bench.start_fleet(1, 2)
+        inst = bench.instances[0]
+        log(f"reading the ETag of each of the {args.posts:,} post pages")
+        etags = Path(tmp) / "etags.txt"
+        etags.write_text("\n".join(read_etags(inst.url, args.posts)) + "\n")
+        plain, conditional = Path(tmp) / "random_post.lua", Path(tmp) / "conditional.lua"
+        plain.write_text(POST_LUA.format(n=args.posts))
+        conditional.write_text(CONDITIONAL_LUA.format(path=etags))
+        runs = [("post page, random of the posts (200, rendered)", f"{inst.url}/posts/", plain,
+                 "/posts/"),
+                ("the same, If-None-Match with its ETag (304)", f"{inst.url}/posts/",
+                 conditional, "/posts/")]
+        if args.floor:
+            runs.append(("GET /healthz (the framework's floor, for reference)",
+                         f"{inst.url}/healthz", None, "/healthz"))
+        for what, url, script, prefix in runs:
+            results.append(measure(inst, wrk, args, what, url, script, prefix))
+    return results, avg_len
+
+
+def print_report(args: argparse.Namespace, results: list[dict], avg_len: int) -> None:
+    """Print the table."""
+    from common import report, table
+
+    targets = [(RENDERED_TARGET, "200"), (NOT_MODIFIED_TARGET, "304"), (None, "200")]
+    rows = []
+    for r, (target, status) in zip(results, targets, strict=False):
+        served = r["statuses"]
+        right = served.get(status, 0) == sum(served.values()) > 0
+        met = "–" if target is None else ("yes" if r["rps"] >= target and right else "**no**")
+        rows.append([r["what"], f"{r['rps']:.0f}", f"{r['p50']:.1f} ms", f"{r['p99']:.1f} ms",
+                     ", ".join(f"{n:,} × {s}" for s, n in sorted(served.items())),
+                     f"{r['load']:.2f}", "–" if target is None else f">= {target:,.0f} req/s",
+                     met])
+    report("Public site: rendered and revalidated post pages", [
+        ("Results (wrk, measured run after a warm-up)",
+         table(["run", "req/s", "p50", "p99", "answers (access log)", "load avg at start",
+                "target", "met?"], rows)),
+    ], [
+        f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
+        f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
+        f"{args.posts:,} published posts (mean body {avg_len} characters of Markdown).",
+        f"wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, on the same "
+        f"{os.cpu_count()}-CPU machine as gunicorn and PostgreSQL (and other people's work).",
+    ])
+
+
+def parse_args() -> argparse.Namespace:
+    """Read the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--posts", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections")
+    parser.add_argument("--duration", type=float, default=15, help="seconds per measured run")
+    parser.add_argument("--warmup", type=float, default=5, help="seconds of warm-up per run")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="skip the reference run of GET /healthz")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    wrk = find_wrk()
+    results, avg_len = run(args, wrk)
+    print_report(args, results, avg_len)
+
+
+if __name__ == "__main__":
+    from common import run_main
+
+    run_main(main)
