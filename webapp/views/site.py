@@ -120,8 +120,11 @@ def index():
 @bp.get("/posts/<slug>")
 def post(slug: str):
     """Show one published post; drafts, scheduled and unpublished posts are 404."""
-    read_without_transaction()
-    found = posts.published_post(slug)
+    if current_user.is_authenticated:  # the session has begun: read in it
+        found = posts.published_post(slug)
+    else:  # a reader: one autocommit read, no session transaction to begin and end
+        with autocommit_connection() as conn:
+            found = posts.published_post(slug, conn)
     if found is None:
         abort(404)
     return _respond(post_validators(found), lambda: render_template(
