@@ -4,7 +4,8 @@ axe-core (vendored by axe-playwright-python) runs on each page a role may see, t
 listed once in tests/support.py (pages) for this test and the CSP test. A serious or
 critical violation fails the test, and so do duplicate landmarks and empty table headers
 (milder, but once reported), and any request of a page that answers 404. The status page
-is checked with leaders, standbys and history on it.
+is checked with leaders, standbys and history on it, and a page's fragments that htmx loads
+with it (a timer's next runs, a post's time hint) are waited for.
 The feed and the sitemap are XML, shown by Chromium's own viewer: not checked.
 """
 
@@ -13,6 +14,7 @@ import pytest
 from tests.support import RANK, ROLES, leaders, pages, sign_in_page
 
 XML = {"/feed.xml", "/sitemap.xml"}
+SETTLED = "() => !document.querySelector('.htmx-request')"  # htmx has none in flight
 FAILING = {"serious", "critical"}
 NAMED = {"landmark-unique", "empty-table-header"}  # milder, but reported once: kept fixed
 
@@ -50,6 +52,7 @@ def check_as(browser, axe, site: dict, role: str | None) -> list[str]:
             sign_in_page(page, f"{role}@example.com")
         for path in visible_to(site, role):
             page.goto(path)
+            page.wait_for_function(SETTLED)  # fragments loaded with the page are in it
             found += [f"{role or 'anonymous'} {path}: {v}" for v in violations(axe, page)]
     finally:
         context.close()
