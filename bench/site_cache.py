@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from web_perf import POST_LUA, fill, find_wrk, run_wrk, wrk_command  # noqa: E402
+from web_perf import POST_LUA, CpuMeter, fill, find_wrk, run_wrk, wrk_command  # noqa: E402
 
 RENDERED_TARGET = 600.0
 NOT_MODIFIED_TARGET = 1500.0
@@ -85,7 +85,7 @@ def statuses(log_path: Path, offset: int, prefix: str) -> collections.Counter:
                                    if path.startswith(prefix))
 
 
-def measure(inst, wrk: str, args: argparse.Namespace, what: str, url: str,
+def measure(bench, inst, wrk: str, args: argparse.Namespace, what: str, url: str,
             script: Path | None, prefix: str) -> dict:
     """Warm up, then measure one run; return wrk's numbers with the statuses served."""
     from common import log
@@ -96,8 +96,13 @@ def measure(inst, wrk: str, args: argparse.Namespace, what: str, url: str,
     offset = inst.log_path.stat().st_size
     load = os.getloadavg()[0]
     log(f"measuring: {what}")
-    numbers, _ = run_wrk(wrk_command(wrk, url, args.threads, args.connections, args.duration,
-                                     script, []))
+    meter = CpuMeter(bench, inst)
+    meter.start()
+    numbers, output = run_wrk(wrk_command(wrk, url, args.threads, args.connections,
+                                          args.duration, script, []))
+    numbers["cpu"] = meter.stop()
+    if "p99" not in numbers:
+        raise RuntimeError(f"no latency distribution in wrk's output:\n{output}")
     time.sleep(0.5)  # let the last access-log lines land
     numbers.update(what=what, load=load, statuses=statuses(inst.log_path, offset, prefix))
     log(f"{what}: {numbers['rps']:.0f} req/s, p50 {numbers['p50']:.1f} ms, "
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], int]:
             runs.append(("GET /healthz (the framework's floor, for reference)",
                          f"{inst.url}/healthz", None, "/healthz"))
         for what, url, script, prefix in runs:
-            results.append(measure(inst, wrk, args, what, url, script, prefix))
+            results.append(measure(bench, inst, wrk, args, what, url, script, prefix))
     return results, avg_len
 
 
@@ -143,20 +148,28 @@ def print_report(args: argparse.Namespace, results: list[dict], avg_len: int) ->
         served = r["statuses"]
         right = served.get(status, 0) == sum(served.values()) > 0
         met = "–" if target is None else ("yes" if r["rps"] >= target and right else "**no**")
+        cpu, n = r["cpu"], max(1, r["requests"])
+        own = (cpu["app"] + cpu["pg"]) / n * 1000
         rows.append([r["what"], f"{r['rps']:.0f}", f"{r['p50']:.1f} ms", f"{r['p99']:.1f} ms",
                      ", ".join(f"{n:,} × {s}" for s, n in sorted(served.items())),
-                     f"{r['load']:.2f}", "–" if target is None else f">= {target:,.0f} req/s",
-                     met])
+                     f"{own:.2f} ms", f"{(os.cpu_count() or 1) * 1000 / own:,.0f} req/s",
+                     f"{cpu['others'] / cpu['wall_cores'] * 100:.0f} %",
+                     "–" if target is None else f">= {target:,.0f} req/s", met])
     report("Public site: rendered and revalidated post pages", [
         ("Results (wrk, measured run after a warm-up)",
-         table(["run", "req/s", "p50", "p99", "answers (access log)", "load avg at start",
-                "target", "met?"], rows)),
+         table(["run", "req/s", "p50", "p99", "answers (access log)",
+                "CPU / request (gunicorn + PostgreSQL)", "ceiling with every CPU",
+                "CPU used by other work", "target", "met?"], rows)),
     ], [
         f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
         f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
         f"{args.posts:,} published posts (mean body {avg_len} characters of Markdown).",
         f"wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, on the same "
         f"{os.cpu_count()}-CPU machine as gunicorn and PostgreSQL (and other people's work).",
+        "CPU / request: /proc/<pid>/stat of the gunicorn processes and of this database's "
+        "backends over the measured run, divided by its requests (web_perf.py's CpuMeter); "
+        "the ceiling is CPUs / that: the rate with the machine to itself and wrk elsewhere. "
+        "'Other work' is the share of all CPUs that neither they nor wrk used.",
     ])
 
 
