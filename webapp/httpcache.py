@@ -112,8 +112,9 @@ class RevalidateFirst:
         if self._anonymous_conditional_get(environ):
             try:
                 headers = self._not_modified(environ)
-            except Exception:  # noqa: BLE001  (the app answers, or reports, it properly)
-                log.exception("revalidating %s before the app failed", environ.get("PATH_INFO"))
+            except Exception as exc:  # noqa: BLE001  (the app answers, or reports, it properly)
+                log.warning("revalidating %s before the app failed, the app answers: %r",
+                            environ.get("PATH_INFO"), exc)
                 headers = None
             if headers is not None:
                 start_response("304 NOT MODIFIED", headers)
