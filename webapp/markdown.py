@@ -58,17 +58,43 @@ def excerpt(source: str | None, limit: int = EXCERPT_CHARACTERS) -> str:
     return _excerpt(source or "", limit)
 
 
+HEAD_CHARACTERS = 1000  # most first paragraphs are found in this much of a body
+
+
 @lru_cache(maxsize=1024)
 def _excerpt(source: str, limit: int) -> str:
+    # Parsing a whole 200 kB body for its first paragraph costs milliseconds: read its
+    # first lines, and the whole only when they hold no top-level paragraph that is
+    # complete (or already longer than the excerpt).
+    if len(source) > HEAD_CHARACTERS:
+        head = source[:source.rfind("\n", 0, HEAD_CHARACTERS) + 1] or source[:HEAD_CHARACTERS]
+        found = _first_paragraph(head)
+        if found is not None and found[0] == 1:
+            lines = head.count("\n")
+            words = _plain(found[1])
+            if found[1].map and found[1].map[1] < lines or len(words) > limit:
+                return _cut(words, limit)
+    found = _first_paragraph(source)
+    return "" if found is None else _cut(_plain(found[1]), limit)
+
+
+def _first_paragraph(source: str):
+    """Return (level, inline token) of the first top-level paragraph, else the first at all."""
     tokens = _parser.parse(source)
     paragraphs = [tokens[i + 1] for i, t in enumerate(tokens[:-1]) if t.type == "paragraph_open"]
     # a paragraph of its own first; one inside a list or a quote only when there is none
     inline = next((p for p in paragraphs if p.level == 1), paragraphs[0] if paragraphs else None)
-    if inline is None:
-        return ""
-    words = " ".join("".join(
+    return None if inline is None else (inline.level, inline)
+
+
+def _plain(inline) -> str:
+    """Return an inline token's words, markup dropped."""
+    return " ".join("".join(
         child.content if child.type in ("text", "code_inline") else " "
         for child in inline.children or [] if child.type in PLAIN).split())
+
+
+def _cut(words: str, limit: int) -> str:
     if len(words) <= limit:
         return words
     cut = words[:limit].rsplit(" ", 1)[0] or words[:limit]
