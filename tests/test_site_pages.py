@@ -140,3 +140,14 @@ def test_only_admins_change_the_site_settings(app, auth):
     editor = auth.client("editor")
     assert editor.get("/admin/site/").status_code == 403
     assert post_form(editor, "/admin/site/", {"name": "Mine"}).status_code == 403
+
+
+def test_the_excerpt_is_the_first_paragraph_even_after_a_long_code_block_or_list(app):
+    fence = "```\n" + "code line\n\n" * 150 + "```\n\n"
+    new_post(app, "Code", slug="code", status="published", published_at=T0,
+             body=fence + "After the *code*.")
+    new_post(app, "List", slug="list", status="published", published_at=T0 + timedelta(1),
+             body="- item\n" * 200 + "\nThe paragraph.")
+    page = text(app.test_client().get("/"))
+    assert '<p class="excerpt">After the code.</p>' in page
+    assert '<p class="excerpt">The paragraph.</p>' in page
