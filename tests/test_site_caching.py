@@ -1,5 +1,6 @@
 """Public pages a CDN can keep: validators, 304s without rendering, and changes seen at once."""
 
+import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from webapp import posts, sitestate
 from webapp.extensions import db
 from webapp.scheduling import publish
 
+ATOM = "{http://www.w3.org/2005/Atom}"
 LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 PAGES = ["/", "/posts/hello", "/feed.xml"]
 
@@ -191,3 +193,15 @@ def test_on_sqlite_publishing_changes_the_validators_and_a_match_is_a_304(sqlite
     with sqlite_app.app_context():
         posts.unpublish_post(post_id)
     assert client.get("/", headers={"If-None-Match": etag}).status_code == 200
+
+
+def test_the_feeds_updated_moves_forward_when_a_post_is_unpublished(app, hello):
+    second = new_post(app, "Second", slug="second", status="draft")
+    with app.app_context():
+        posts.publish_now(second)
+    client = app.test_client()
+    before = ET.fromstring(client.get("/feed.xml").data).findtext(f"{ATOM}updated")
+    with app.app_context():
+        posts.unpublish_post(second)
+    after = ET.fromstring(client.get("/feed.xml").data).findtext(f"{ATOM}updated")
+    assert datetime.fromisoformat(after) > datetime.fromisoformat(before)

@@ -141,7 +141,8 @@ def feed():
     def render() -> Response:
         entries = [(p, markdown.render(p.body))
                    for p in posts.recently_published(FEED_SIZE, body=True)]
-        updated = max((p.updated_at for p, _ in entries), default=None)
+        # when readers last saw a change (an unpublished post too), else the newest entry's
+        updated = site.changed_at or max((p.updated_at for p, _ in entries), default=None)
         xml = render_template("site/feed.xml", site=site, entries=entries, updated=updated)
         return Response(xml, mimetype="application/atom+xml")
 
