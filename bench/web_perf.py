@@ -372,7 +372,7 @@ def component_times(url: str, rounds: int) -> list[tuple[str, float]]:
     from flask import render_template
 
     from tests.conftest import make_app
-    from webapp import markdown, posts
+    from webapp import markdown, posts, sitestate
     from webapp.extensions import db
 
     app = make_app(url, SCHEDULER_ENABLED=False)
@@ -380,6 +380,7 @@ def component_times(url: str, rounds: int) -> list[tuple[str, float]]:
     parts = {"SELECT the post (published_by_slug)": 0.0, "markdown.render(body)": 0.0,
              "render_template(site/post.html)": 0.0}
     with app.test_request_context("/posts/bench-1"):
+        site = sitestate.current()
         for i in range(rounds):
             slug = f"bench-{1 + (i * 37) % 10_000}"
             t0 = time.perf_counter()
@@ -387,7 +388,8 @@ def component_times(url: str, rounds: int) -> list[tuple[str, float]]:
             t1 = time.perf_counter()
             body = markdown.render(post.body)
             t2 = time.perf_counter()
-            render_template("site/post.html", post=post, body=body)
+            render_template("site/post.html", post=post, body=body, site=site,
+                            description=markdown.excerpt(post.body))
             t3 = time.perf_counter()
             db.session.rollback()
             if i >= 20:  # the first few warm up
