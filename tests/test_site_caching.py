@@ -176,7 +176,7 @@ def test_unknown_posts_and_pages_are_404_and_not_kept(app, hello):
         response = client.get(url)
         assert response.status_code == 404
         assert "ETag" not in response.headers
-        assert "public" not in response.headers.get("Cache-Control", "")
+        assert response.headers["Cache-Control"] == "no-cache"
 
 
 def test_on_sqlite_publishing_changes_the_validators_and_a_match_is_a_304(sqlite_app):

@@ -149,6 +149,14 @@ def feed():
     return _respond(listing_validators("f", site), render, per_reader=False)
 
 
+@bp.after_request
+def _answers_not_kept(response: Response) -> Response:
+    """Keep a public 404 out of caches: a scheduled post's URL answers 200 the moment it is due."""
+    if response.status_code >= 400:
+        response.headers.setdefault("Cache-Control", "no-cache")
+    return response
+
+
 def validators_of(environ: dict) -> httpcache.Validators | None:
     """Return the validators of the public page a WSGI request asks for; None if it is not one.
 
