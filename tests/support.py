@@ -367,10 +367,28 @@ def seed_webhooks(app) -> None:
         db.session.commit()
 
 
+def read_whole(app):
+    """Return app with each answer read whole and its iterable closed before it is sent.
+
+    werkzeug's development server skips close() when the browser drops the connection
+    mid-answer (a favicon request cancelled by the next navigation): the static file's
+    handle was then left to the garbage collector, and its ResourceWarning failed the run.
+    """
+    def wrapped(environ, start_response):
+        answer = app(environ, start_response)
+        try:
+            return [b"".join(answer)]
+        finally:
+            if hasattr(answer, "close"):
+                answer.close()
+
+    return wrapped
+
+
 @contextmanager
 def serve(app):
     """Serve app from a thread on a free local port; yield its base URL."""
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", 0, read_whole(app), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
