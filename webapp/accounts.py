@@ -15,6 +15,7 @@ from . import audit, sessions
 from .apitokens import revoke_tokens
 from .extensions import db
 from .models import User
+from .refusals import Refused
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 MIN_PASSWORD = 10
@@ -55,12 +56,8 @@ def check_credentials(email: str, password: str) -> User | None:
     return user if right and user.active else None
 
 
-class AccountError(ValueError):
+class AccountError(Refused):
     """An account change was refused; errors maps a form field (or "form") to why."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
 
 
 def one_time_password() -> str:

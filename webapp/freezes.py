@@ -18,6 +18,7 @@ from .db import database_now, wake_scheduler
 from .extensions import db
 from .leadership.keys import PLUGINS, PUBLISH
 from .models import Freeze
+from .refusals import Refused
 
 SCOPES = {"publishing": "Publishing", "timers": "Timers"}
 ON_RESUME = {"publish": "publish them at once", "hold": "hold them as drafts for an editor"}
@@ -25,12 +26,8 @@ KEY_OF = {"publishing": PUBLISH, "timers": PLUGINS}
 MAX_REASON = 500
 
 
-class FreezeError(ValueError):
+class FreezeError(Refused):
     """A freeze or resume was refused; errors maps a form field (or "form") to why."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
 
 
 @dataclass(frozen=True)

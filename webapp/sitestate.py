@@ -21,6 +21,7 @@ from . import audit
 from .db import database_now
 from .extensions import db
 from .models import SiteState, UTCDateTime
+from .refusals import Refused
 from .xmltext import unsafe_character
 
 MAX_NAME = 100
@@ -44,12 +45,8 @@ SAVE_SQL = sa.text(
 ).bindparams(sa.bindparam("now", type_=UTCDateTime))
 
 
-class SiteSettingsError(ValueError):
+class SiteSettingsError(Refused):
     """Settings that cannot be saved: errors names each bad field."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__(errors)
-        self.errors = errors
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,11 @@
 from datetime import datetime
 
 from ..models import Post
+from ..refusals import Refused
 
 
-class PostError(Exception):
-    """A change was refused; errors maps a form field (or "form") to what to do about it."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__("; ".join(errors.values()))
-        self.errors = errors
+class PostError(Refused):
+    """A change to a post was refused; errors maps a form field (or "form") to why."""
 
 
 class PostNotFound(PostError):
