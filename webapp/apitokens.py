@@ -22,7 +22,7 @@ TOUCH_EVERY = timedelta(minutes=1)  # how often last_used_at is written, at most
 
 
 def hash_token(token: str) -> str:
-    """Return the stored form of a token."""
+    """Return the stored form of a token (or of a session's secret: 256 random bits too)."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 

@@ -6,7 +6,6 @@ admin ends the row, and every copy of the cookie stops working at once. A guesse
 leaked SECRET_KEY alone no longer opens an account: forging a cookie needs a live secret.
 """
 
-import hashlib
 import secrets
 from datetime import timedelta
 
@@ -14,6 +13,7 @@ import sqlalchemy as sa
 from flask import current_app
 
 from . import audit
+from .apitokens import hash_token
 from .extensions import db
 from .models import User, UserSession, utcnow
 
@@ -29,15 +29,10 @@ ENDED_BY_USER = "ended by its user"
 EXPIRED = "expired"
 
 
-def hash_secret(secret: str) -> str:
-    """Return the stored form of a session secret."""
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
 def start_session(user: User, address: str, user_agent: str) -> str:
     """Record a new session for user and return its secret (for the cookie only)."""
     secret = secrets.token_urlsafe(32)
-    record = UserSession(user_id=user.id, secret_hash=hash_secret(secret),
+    record = UserSession(user_id=user.id, secret_hash=hash_token(secret),
                          address=address[:64], user_agent=user_agent[:200])
     db.session.add(record)
     db.session.flush()  # the audit row names the session's id (never its secret)
@@ -54,7 +49,7 @@ def load_session(secret: str) -> User | None:
         return None
     found = db.session.execute(
         sa.select(UserSession, User).join(User, User.id == UserSession.user_id)
-        .where(UserSession.secret_hash == hash_secret(secret),
+        .where(UserSession.secret_hash == hash_token(secret),
                UserSession.ended_at.is_(None))).first()
     if found is None or not found.User.active:
         return None
@@ -80,7 +75,7 @@ def _expired(record: UserSession, now) -> bool:
 
 def end_session(secret: str, why: str = SIGNED_OUT) -> None:
     """End the session with this secret (sign-out)."""
-    where = UserSession.secret_hash == hash_secret(secret)
+    where = UserSession.secret_hash == hash_token(secret)
     ended = db.session.execute(sa.select(UserSession.id, User.email).join(User).where(
         where, UserSession.ended_at.is_(None))).first()
     if ended is not None and _end(where, [ended.id], why):
@@ -97,7 +92,7 @@ def end_sessions(user: User, why: str, *, keep: str | None = None,
     """
     where = UserSession.user_id == user.id
     if keep:
-        where = sa.and_(where, UserSession.secret_hash != hash_secret(keep))
+        where = sa.and_(where, UserSession.secret_hash != hash_token(keep))
     return _end(where, None if only is None else [only], why)
 
 

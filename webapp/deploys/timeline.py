@@ -13,10 +13,10 @@ import sqlalchemy as sa
 
 from ..extensions import db
 from ..leadership.keys import KEYS
+from ..leadership.status import ENDS
 from ..models import Deploy, LeaderEvent
 from .record import recent_deploys
 
-ENDS = ("released", "lost", "evicted", "ended")
 SPAN = timedelta(hours=24)
 LABELS = 90  # the drawing is 1000 wide; the lanes' names take the left of it
 SHADES = 6  # holders are told apart by one of this many colours (by instance)
