@@ -43,8 +43,9 @@ def _helpers() -> dict:
 def index():
     """Show the leader view (its live part polls the fragment) and the last 24 hours."""
     snap = snapshot()
-    return render_template("status/index.html", snap=snap, tl=build_timeline(snap.as_of),
-                           windows=report(snap.as_of),
+    timeline = build_timeline(snap.as_of)
+    return render_template("status/index.html", snap=snap, tl=timeline,
+                           windows=report(snap.as_of, timeline=timeline),
                            window_minutes=int(WINDOW.total_seconds() // 60))
 
 
