@@ -31,7 +31,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from .apitokens import user_for_token
 from .extensions import db
 from .leadership import current_view
-from .leadership.base import LockSession
+from .leadership.base import LockSession, is_stale
 from .leadership.keys import KEYS, SchedulerKey
 from .models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
 
@@ -127,7 +127,7 @@ def has_leader(holding: LockSession | None, state: sa.Row | None, now: datetime,
     else:  # a killed holder's last heartbeat, or a release, loss or eviction
         signs = [state.heartbeat_at, state.last_event_at]
     latest = max((t for t in signs if t is not None), default=None)
-    return latest is not None and (now - latest).total_seconds() <= stale
+    return latest is not None and not is_stale((now - latest).total_seconds(), stale)
 
 
 def leader_families(now: datetime, sessions: list[LockSession], states: dict[int, sa.Row],
