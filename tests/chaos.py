@@ -250,11 +250,18 @@ class Chaos:
 
     def _await_receipts(self, ids: list[int], deadline: float, nudge: bool = True) -> None:
         timer = self._deliver_timer() if nudge else None
-        while self._not_received(ids) and time.monotonic() < deadline:
+
+        def received() -> bool:
+            if not self._not_received(ids):
+                return True
             if timer is not None:  # send the retries now rather than at the next minute
                 with contextlib.suppress(RuntimeError):
                     self.fleet.api("POST", f"/api/timers/{timer}/run")
-            time.sleep(3)  # the run-now request is picked up by the plugin leader
+            return False
+
+        # every 3 s: the run-now request is picked up by the plugin leader in between
+        with contextlib.suppress(AssertionError):  # the reckoning says what never arrived
+            wait_for(received, max(deadline - time.monotonic(), 0), "every delivery", interval=3)
 
     def _deliver_timer(self) -> int | None:
         status, body = self.fleet.api("GET", "/api/timers")
