@@ -243,3 +243,18 @@ def live_processes() -> list[tuple[int, int, int]]:
 def group_members(pgid: int) -> list[int]:
     """Return the live processes of process group pgid."""
     return [pid for pid, _ppid, pgrp in live_processes() if pgrp == pgid]
+
+
+@contextlib.contextmanager
+def throwaway_server(name: str, what: str):
+    """Run a throwaway server for the tests of what; skip them without one (fail in CI)."""
+    import pytest
+
+    try:
+        server = PgServer(name)
+    except PgNotAvailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI runs {what}: {exc}")
+        pytest.skip(str(exc))
+    with server:
+        yield server

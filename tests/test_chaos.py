@@ -1,12 +1,11 @@
 """A fleet hurt at random every ~2 s still publishes every post once, on time, to webhooks."""
 
-import os
 
 import pytest
 
 from tests.chaos import FLEET_ENV, SECRET, Chaos, chaos_seed
 from tests.faultkit import FaultFleet
-from tests.pgserver import PgNotAvailable, PgServer
+from tests.pgserver import throwaway_server
 from tests.scenarios import p99
 from tests.traffic import WebhookReceiver
 
@@ -22,13 +21,7 @@ RECEIPT_WAIT = 75
 @pytest.fixture
 def pg():
     """A throwaway PostgreSQL server this test may restart."""
-    try:
-        server = PgServer("soloist-chaos")
-    except PgNotAvailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI runs the chaos test: {exc}")
-        pytest.skip(str(exc))
-    with server:
+    with throwaway_server("soloist-chaos", "the chaos test") as server:
         yield server
 
 

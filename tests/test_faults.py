@@ -6,7 +6,6 @@ and cut. Every wait has a deadline; the numbers asserted are what a user would n
 posts live on time, exactly once, and the same leader while it is healthy.
 """
 
-import os
 import signal
 import time
 
@@ -15,7 +14,7 @@ import pytest
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
 from tests.faultkit import KEYS, FaultFleet
-from tests.pgserver import PgNotAvailable, PgServer
+from tests.pgserver import throwaway_server
 from tests.scenarios import (
     OPEN_TRANSACTIONS_SQL,
     freeze_when_burst_starts,
@@ -47,13 +46,7 @@ WHERE application_name = %s AND state = 'active' AND wait_event_type = 'Lock'
 @pytest.fixture(scope="module")
 def pg():
     """A throwaway PostgreSQL server for this module (the shared one is never restarted)."""
-    try:
-        server = PgServer("soloist-faults")
-    except PgNotAvailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI runs the fault tests: {exc}")
-        pytest.skip(str(exc))
-    with server:
+    with throwaway_server("soloist-faults", "the fault tests") as server:
         yield server
 
 
