@@ -1,9 +1,11 @@
 """Production-shaped: the Procfile's commands with Heroku's environment, then a SIGTERM."""
 
+import json
 import signal
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +21,7 @@ from tests.cluster import (
     free_port,
     wait_for,
 )
-from webapp.budget import check_connection_budget
+from webapp.budget import check_connection_budget, per_process
 from webapp.leadership.pg import PgLockSession
 
 pytestmark = pytest.mark.slow
@@ -111,5 +113,23 @@ def test_connection_budget_warns_when_the_pool_cannot_fit(app, caplog):
         message = check_connection_budget(locks, pool_size=5000, max_overflow=0)
         assert message and "connections are free" in message
         assert "connection budget" in caplog.text
+        # lock, scheduler, the 304s' own connection (webapp.revalidation), pool, overflow
+        assert "one more worker needs up to 5003" in message
+        assert "needs up to 5002" in check_connection_budget(locks, 5000, 0, revalidation=0)
     finally:
         locks.close()
+
+
+# Heroku Postgres plans' max_connections (devcenter.heroku.com/articles/heroku-postgres-plans)
+PLAN_CONNECTIONS = {"essential-0": 20, "essential-1": 20, "essential-2": 40}
+
+
+def test_the_heroku_buttons_fleet_fits_its_database_plan():
+    app_json = json.loads((Path(__file__).resolve().parents[1] / "app.json").read_text())
+    env = {name: spec.get("value") for name, spec in app_json["env"].items()}
+    plan = app_json["addons"][0]["plan"].split(":")[1]
+    workers = app_json["formation"]["web"]["quantity"] * int(env["WEB_CONCURRENCY"])
+    revalidation = int(env.get("DB_REVALIDATION_CONNECTION", "true") == "true")
+    peak = workers * per_process(int(env["DB_POOL_SIZE"]), int(env["DB_MAX_OVERFLOW"]),
+                                 revalidation)
+    assert peak <= PLAN_CONNECTIONS[plan], f"{peak} connections at peak on {plan}"

@@ -16,7 +16,8 @@ from webapp.leadership.pg import PgLockSession, TransactionPoolerError
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
-def _start_pgbouncer(tmp_path: Path, pool_mode: str) -> tuple[subprocess.Popen, int]:
+def _start_pgbouncer(tmp_path: Path, pool_mode: str,
+                     pool_size: int = 4) -> tuple[subprocess.Popen, int]:
     if not Path(PGBOUNCER).exists():
         if os.environ.get("CI") == "true":
             pytest.fail("CI needs pgbouncer (apt-get install -y pgbouncer)")
@@ -34,7 +35,7 @@ unix_socket_dir =
 auth_type = trust
 auth_file = {tmp_path / "users.txt"}
 pool_mode = {pool_mode}
-default_pool_size = 4
+default_pool_size = {pool_size}
 ignore_startup_parameters = extra_float_digits
 """)
     for name in ("users.txt", "pgbouncer.ini"):

@@ -22,6 +22,7 @@ from .extensions import db
 MAX_INSTANCE = 40  # characters of the instance name kept in an application_name (63 at most)
 WAKE_CHANNEL = "soloist_wake"  # payload: the name of the key whose leader should look now
 HANDOVER_CHANNEL = "soloist_handover"  # payload: a key that was just released
+WEB_ROLES = ("web", "site")  # connections to DATABASE_URL: the pool, the 304s' own (revalidation)
 
 
 def identity(instance: str, pid: int | None = None, role: str = "") -> str:
@@ -46,11 +47,15 @@ def pg_connect_args(config: Mapping, role: str) -> dict:
     """Return the psycopg connect arguments of one of this process's engines.
 
     A transaction-mode pooler refuses startup options (and would hand the settings to
-    other clients), so the web pool behind one leaves the timeouts to the pooler.
+    other clients), so the web pool behind one leaves the timeouts to the pooler. Nor may
+    a connection behind it prepare statements (psycopg does after 5 runs of one): the next
+    transaction may reach a server connection another client prepared "_pg3_0" on.
     """
     args = {"application_name": identity(config["INSTANCE_NAME"], role=role),
             "connect_timeout": 5}
-    if not (role == "web" and config.get("DB_WEB_VIA_POOLER")):
+    if role in WEB_ROLES and config.get("DB_WEB_VIA_POOLER"):
+        args["prepare_threshold"] = None
+    else:
         args["options"] = server_options(config)
     return args
 

@@ -39,6 +39,7 @@ from .lifecycle import (
 )
 from .queries import (
     COUNT_CAP,
+    PUBLISHED_POST_VALIDATORS,
     PostPage,
     api_page,
     late,
@@ -52,7 +53,8 @@ from .queries import (
 )
 
 __all__ = [
-    "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE", "SCHEDULABLE",
+    "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
+    "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast", "StalePost",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
     "get_post", "hold_due", "late", "list_posts", "next_due", "next_due_reads", "publish_due",

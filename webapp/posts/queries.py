@@ -128,6 +128,13 @@ PUBLISHED_POST = (
     .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
 
 
+# what a post page validates against (webapp.views.site.post_validators), nothing to render
+PUBLISHED_POST_VALIDATORS = (
+    sa.select(Post.id, Post.version.label("post_version"), Post.updated_at, *sitestate.columns())
+    .outerjoin(SiteState, SiteState.id == SiteState.ROW)
+    .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
+
+
 def published_by_slug(slug: str) -> Post | None:
     """Return the published post at slug; None for anything the public may not see."""
     return db.session.scalar(_published(body=True).where(Post.slug == slug))

@@ -13,7 +13,7 @@ import time
 
 from flask import Flask
 
-from ..budget import check_connection_budget
+from ..budget import check_connection_budget, connections_per_process
 from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url, server_options
 from ..extensions import db
 from ..leadership import lock_session
@@ -66,7 +66,7 @@ class Scheduler:
         self.deferred_since: float | None = None
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
-        self.pool = (cfg["DB_POOL_SIZE"], cfg["DB_MAX_OVERFLOW"])
+        self.pool = connections_per_process(cfg)
         self.budget_checked = sqlite
         self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
         self.failures = 0  # failed loop iterations in a row

@@ -23,7 +23,7 @@ from flask import (
 )
 from flask_login import current_user
 
-from .. import httpcache, markdown, posts, sitestate, xmltext
+from .. import httpcache, markdown, posts, revalidation, sitestate, xmltext
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
 
@@ -160,26 +160,33 @@ def _answers_not_kept(response: Response) -> Response:
 def validators_of(environ: dict) -> httpcache.Validators | None:
     """Return the validators of the public page a WSGI request asks for; None if it is not one.
 
-    What httpcache.RevalidateFirst asks, with the views' own reads, before Flask runs.
+    What httpcache.RevalidateFirst asks, with the views' own reads, before Flask runs: on
+    PostgreSQL through the worker's revalidation connection (None while it cannot read:
+    the app answers), else on a pooled connection.
     """
     path, query = environ.get("PATH_INFO", ""), parse_qs(environ.get("QUERY_STRING", ""))
     slug = path.removeprefix("/posts/")
     page = page_number(query.get("page", ["1"])[0]) if set(query) <= {"page"} else None
-    if path == "/feed.xml" and not query:
-        with autocommit_connection() as conn:
-            return listing_validators("f", sitestate.current(conn))
-    if path == "/" and page is not None:
-        with autocommit_connection() as conn:
-            return listing_validators("i", sitestate.current(conn), page)
-    if slug != path and slug.isascii() and slug and "/" not in slug and not query:
-        with autocommit_connection() as conn:
-            found = posts.published_post(slug, conn)
-        return None if found is None else post_validators(found)
+    try:
+        if path == "/feed.xml" and not query:
+            return listing_validators("f", _site())
+        if path == "/" and page is not None:
+            return listing_validators("i", _site(), page)
+        if slug != path and slug.isascii() and slug and "/" not in slug and not query:
+            found = revalidation.read(posts.PUBLISHED_POST_VALIDATORS, slug=slug)
+            return None if found is None else post_validators(found)
+    except revalidation.Unavailable:
+        return None
     return None
+
+
+def _site() -> sitestate.SiteInfo:
+    return sitestate.info(revalidation.read(sitestate.CURRENT))
 
 
 def init_app(app: Flask) -> None:
     """Answer readers' matching conditional requests for public pages before Flask runs."""
+    revalidation.init_app(app)
     app.wsgi_app = httpcache.RevalidateFirst(app.wsgi_app, app, validators_of)
 
 
