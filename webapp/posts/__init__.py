@@ -14,6 +14,7 @@ from .edits import (
     MAX_TITLE,
     PostFields,
     check_fields,
+    check_times,
     content_digest,
     create_post,
     get_post,
@@ -24,7 +25,6 @@ from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
 from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
-    check_times,
     hold_due,
     next_due,
     next_due_reads,

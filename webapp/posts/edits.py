@@ -4,16 +4,18 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from .. import audit, sitestate
-from ..db import database_now
+from ..db import database_now, wake_scheduler
 from ..extensions import db
+from ..leadership.keys import PUBLISH
 from ..models import Post
 from ..xmltext import unsafe_character
-from .errors import PostError, PostNotFound, StalePost
+from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
 
 MAX_TITLE = 200
 MAX_SLUG = 200
@@ -113,16 +115,46 @@ def _text_changes(post: Post, fields: PostFields) -> dict:
     return changed
 
 
-def create_post(title: str, slug: str, body: str) -> Post:
-    """Create a draft post; raise PostError for bad fields or a slug in use."""
+def check_times(publish_at: datetime | None, unpublish_at: datetime | None,
+                now: datetime | None = None) -> None:
+    """Refuse a time that has passed, or an unpublish time not after the publish time.
+
+    The one place the rule lives: the forms, the JSON API and every write asks it.
+    Pass now (read before) when a row lock is held: reading the clock ends the transaction.
+    """
+    now = now or database_now()
+    if publish_at is not None and publish_at <= now:
+        raise PublishTimeInPast(publish_at)
+    if unpublish_at is not None and unpublish_at <= now:
+        raise PostError({"unpublish_at": "That time has already passed; pick a later one, or "
+                                         "unpublish now."})
+    if publish_at is not None and unpublish_at is not None and unpublish_at <= publish_at:
+        raise PostError({"unpublish_at": "The unpublish time must come after the publish time."})
+
+
+def create_post(title: str, slug: str, body: str, publish_at: datetime | None = None,
+                unpublish_at: datetime | None = None) -> Post:
+    """Create a draft, or with publish_at a scheduled post, in one transaction.
+
+    Raise PostError for bad fields, a time that has passed or a slug in use. The times
+    are checked against the database clock first; one that passes while the row commits
+    is simply due, and the publish leader (woken at commit) publishes it.
+    """
     fields = check_fields(title, slug, body)
+    if unpublish_at is not None and publish_at is None:
+        raise PostError({"unpublish_at": "Needs a publish time: a draft is not published."})
+    check_times(publish_at, unpublish_at)
     if _slug_taken(fields.slug):
         raise PostError(dict(SLUG_TAKEN))
-    post = Post(title=fields.title, slug=fields.slug, body=fields.body, status="draft",
-                version=1)
+    post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,
+                status="draft" if publish_at is None else "scheduled",
+                publish_at=publish_at, unpublish_at=unpublish_at)
     db.session.add(post)
-    _commit_or_slug_taken(post, {"title": post.title, "slug": post.slug,
-                                 "body": audit.text_size(post.body)})
+    detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
+    if publish_at is not None:
+        detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
+        wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
+    _commit_or_slug_taken(post, detail)
     return post
 
 

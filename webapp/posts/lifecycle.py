@@ -16,8 +16,8 @@ from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
 from ..metrics import observe_publish_lags
 from ..models import OutboxEvent, Post
-from .edits import get_post
-from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
+from .edits import check_times, get_post
+from .errors import PostError, PostNotFound, StalePost
 
 SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
@@ -135,23 +135,6 @@ def _locked(post_id: int, version: int) -> Post:
         db.session.rollback()
         raise StalePost(post)
     return post
-
-
-def check_times(publish_at: datetime | None, unpublish_at: datetime | None,
-                now: datetime | None = None) -> None:
-    """Refuse a time that has passed, or an unpublish time not after the publish time.
-
-    The one place the rule lives: the forms, the JSON API and the writes below ask it.
-    Pass now (read before) when a row lock is held: reading the clock ends the transaction.
-    """
-    now = now or database_now()
-    if publish_at is not None and publish_at <= now:
-        raise PublishTimeInPast(publish_at)
-    if unpublish_at is not None and unpublish_at <= now:
-        raise PostError({"unpublish_at": "That time has already passed; pick a later one, or "
-                                         "unpublish now."})
-    if publish_at is not None and unpublish_at is not None and unpublish_at <= publish_at:
-        raise PostError({"unpublish_at": "The unpublish time must come after the publish time."})
 
 
 def schedule_post(post_id: int, version: int, publish_at: datetime,

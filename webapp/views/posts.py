@@ -104,7 +104,8 @@ def _new_schedule(source) -> dict | None:
 
 
 def _start_post(form: dict, sched: dict | None) -> Post:
-    """Create the draft and, with a publish time, schedule it; refuse naming every bad field."""
+    """Create the post, scheduled in the same transaction when a time is given; refuse naming
+    every bad field."""
     errors, publish_at = {}, None
     if sched and sched["publish_at"]:
         try:
@@ -118,14 +119,7 @@ def _start_post(form: dict, sched: dict | None) -> Post:
         errors.update(exc.errors)
     if errors:
         raise PostError(errors)
-    post = domain.create_post(**form)
-    if publish_at is None:
-        return post
-    try:
-        return domain.schedule_post(post.id, post.version, publish_at, None)
-    except PostError as exc:  # the time passed while the draft was saved: keep the draft
-        flash(next(iter(exc.errors.values())), "error")
-        return post
+    return domain.create_post(**form, publish_at=publish_at)
 
 
 def _edit_page(post: Post, status: int = 200, **context):

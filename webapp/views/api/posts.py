@@ -89,9 +89,7 @@ def create_post():
         raise invalid("unpublish_at", "needs publish_at (a draft is not published)")
     _check_times(publish_at, unpublish_at)
     try:
-        post = posts.create_post(title, slug, body)
-        if publish_at is not None:
-            post = posts.schedule_post(post.id, post.version, publish_at, unpublish_at)
+        post = posts.create_post(title, slug, body, publish_at, unpublish_at)
     except posts.PostError as exc:
         raise _refusal(exc) from None
     return created(post_json(post), url_for("api.get_post", post_id=post.id))
