@@ -186,9 +186,21 @@ def test_the_fragment_lists_five_runs_in_both_zones_with_the_note(app, auth):
     with app.app_context():
         saved = db.session.scalar(sa.select(Timer.next_run_at))
     assert f'datetime="{saved.astimezone(UTC):%Y-%m-%dT%H:%M:%S}Z"' in page
-    # and its page shows the same note beside that run
+    # and its page shows the same note beside that run, as does the timers list
     detail = text(editor.get(created.headers["Location"]))
     assert "02:30 does not exist, so it runs at 03:00 instead." in detail
+    listed = text(editor.get("/admin/timers/"))
+    timer_id = created.headers["Location"].rstrip("/").rsplit("/", 1)[1]
+    row = listed[listed.index(f'id="timer-{timer_id}"'):]
+    assert '02:30 does not exist, so it runs at 03:00 instead.</small>' in row[:row.index("</tr>")]
+
+
+def test_the_timers_list_shows_no_note_for_a_run_far_from_a_clock_change(app, auth):
+    editor = auth.client("editor")
+    created = post_form(editor, "/admin/timers/new", {**TIMER, "kind": "every", "every": "5",
+                                                     "unit": "minutes", "timezone": PARIS})
+    assert created.status_code == 303
+    assert "clock-note" not in text(editor.get("/admin/timers/"))
 
 
 def test_the_fragment_names_the_bad_field_with_422_and_viewers_get_403(app, auth):

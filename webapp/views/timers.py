@@ -97,9 +97,20 @@ def _state(timer: Timer, enabled: set[str], loaded: set[str]) -> tuple[str, str]
 @role_required("editor")
 def index():
     """List timers: schedule in words, next run in the editor's zone, last result."""
+    now = database_now()  # first: on PostgreSQL it ends the transaction it reads in
     enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
-    rows = [(t, run, _state(t, enabled, loaded)) for t, run in domain.list_timers()]
+    rows = [(t, run, _state(t, enabled, loaded), _coming(t, now, 1))
+            for t, run in domain.list_timers()]
     return render_template("timers/index.html", rows=rows, zone=user_zone())
+
+
+def _coming(timer: Timer, now: datetime, count: int) -> list[preview.Run]:
+    """Return the timer's next count runs with what clock changes do to each."""
+    if timer.next_run_at is None:
+        return []
+    schedule = Schedule.of(timer)
+    slots = [timer.next_run_at, *schedule.upcoming(timer.next_run_at, count - 1)]
+    return preview.annotate(schedule, min(now, timer.next_run_at - TICK), slots)
 
 
 def _form_of(timer: Timer) -> dict:
@@ -184,13 +195,9 @@ def detail(timer_id: int):
     now = database_now()  # first: on PostgreSQL it ends the transaction that loads the timer
     timer = _timer_or_404(timer_id)
     enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
-    upcoming = []
-    if timer.next_run_at is not None:
-        schedule = Schedule.of(timer)
-        slots = [timer.next_run_at, *schedule.upcoming(timer.next_run_at, 4)]
-        upcoming = preview.annotate(schedule, min(now, timer.next_run_at - TICK), slots)
     return render_template("timers/detail.html", timer=timer, runs=domain.history(timer),
-                           state=_state(timer, enabled, loaded), upcoming=upcoming,
+                           state=_state(timer, enabled, loaded),
+                           upcoming=_coming(timer, now, preview.COUNT),
                            zone=user_zone())
 
 
