@@ -1,8 +1,10 @@
 """Real gunicorn instances sharing one PostgreSQL database: kill, freeze, stop, cut off."""
 
+import json
 import os
 import signal
 import subprocess
+import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
@@ -214,3 +216,44 @@ def test_flask_run_starts_one_scheduler_for_development(fleet_db, tmp_path):
     finally:
         server.terminate()
         server.wait(20)
+
+
+def _api(instance: Instance, token: str, method: str, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        instance.url + path, data=json.dumps(body).encode(), method=method,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.load(answer)
+
+
+def _get(instance: Instance, path: str, etag: str | None = None) -> tuple[int, str, str]:
+    """GET path as an anonymous reader; return the status, the ETag and the body."""
+    request = urllib.request.Request(instance.url + path,
+                                     headers={"If-None-Match": etag} if etag else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.headers.get("ETag", ""), answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.headers.get("ETag", ""), ""
+
+
+def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(fleet, fleet_db):
+    """Each worker reads a 304's validators on its own connection: never a stale answer."""
+    url, view = fleet_db
+    editor, reader = fleet("a", workers=1), fleet("b", workers=2)
+    wait_for(lambda: fleet_ready(view, 3), 60, "three workers and both keys held")
+    env = base_env(url)
+    flask_cmd(env, "create-user", "ed@example.com", "--role", "editor", "--password", "x" * 12)
+    token = flask_cmd(env, "create-token", "ed@example.com").stdout.split()[-1]
+    post = _api(editor, token, "POST", "/api/posts", {"title": "Kept", "body": "First."})
+    _api(editor, token, "POST", f"/api/posts/{post['id']}/publish", {})
+    status, etag, _ = _get(reader, "/posts/kept")
+    assert status == 200 and etag
+    assert [_get(reader, "/posts/kept", etag)[0] for _ in range(20)] == [304] * 20
+    sites = view.query("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
+                       ("soloist-site:b:%",))[0][0]
+    assert 1 <= sites <= 2  # one per worker that answered a revalidation
+    _api(editor, token, "PATCH", f"/api/posts/{post['id']}", {"body": "Second."})
+    answers = [_get(reader, "/posts/kept", etag) for _ in range(20)]  # right after the commit
+    assert [(status, "Second." in body) for status, _, body in answers] == [(200, True)] * 20
+    assert {new for _, new, _ in answers} != {etag}
