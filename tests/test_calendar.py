@@ -151,6 +151,34 @@ def test_a_refused_move_says_why_next_to_the_post_and_changes_nothing(app, paris
     assert audit_actions(app) == []
 
 
+def _crowd(app, day: int, count: int, hour: int = 8) -> None:
+    """Schedule count posts on day (of next January) from hour, a second apart, in one go."""
+    with app.app_context():
+        db.session.execute(sa.insert(Post), [
+            {"title": f"Crowd {day}-{n}", "slug": f"crowd-{day}-{n}", "body": "",
+             "status": "scheduled", "version": 1,
+             "publish_at": utc(YEAR, 1, day, hour) + timedelta(seconds=n)}
+            for n in range(count)])
+        db.session.commit()
+
+
+def test_a_crowded_day_shows_its_first_posts_and_counts_the_rest(app, paris):
+    """A crowded month used to show its first 1,000 posts: its last days looked empty."""
+    _crowd(app, 5, 1_050)
+    _crowd(app, 25, 50)
+    new_post(app, "Out on the 25th", "published", published_at=utc(YEAR, 1, 25, 7))
+    month = cells(text(paris.get(f"/admin/calendar/?date={YEAR}-01-01")))
+    fifth, twenty_fifth = month[f"{YEAR}-01-05"], month[f"{YEAR}-01-25"]
+    assert fifth.count('class="chip scheduled"') == 8 and "Crowd 5-7" in fifth
+    assert f'href="/admin/calendar/?view=week&amp;date={YEAR}-01-05">+1,042 more' in fifth
+    assert "Out on the 25th" in twenty_fifth  # the earliest first, whatever its status
+    assert twenty_fifth.count('class="chip scheduled"') == 7 and "+43 more" in twenty_fifth
+    assert "more" not in month[f"{YEAR}-01-06"]
+    week = cells(text(paris.get(f"/admin/calendar/?view=week&date={YEAR}-01-05")))
+    assert week[f"{YEAR}-01-05"].count('class="chip scheduled"') == 60
+    assert "+990 more" in week[f"{YEAR}-01-05"]
+
+
 def test_a_published_post_is_shown_but_cannot_be_moved(app, paris):
     post_id = new_post(app, "Out already", "published", published_at=utc(YEAR, 1, 3, 8))
     assert "move-" not in cells(text(paris.get(f"/admin/calendar/?date={YEAR}-01-01")))[

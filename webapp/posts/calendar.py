@@ -20,7 +20,7 @@ from .errors import PostError
 from .lifecycle import schedule_post
 
 VIEWS = ("month", "week")
-MAX_POSTS = 1000  # per status and page: a month that crowded shows its first thousand
+PER_DAY = {"month": 8, "week": 60}  # posts a day shows; the rest are counted ("+12 more")
 
 
 def local_midnight(day: date, zone: ZoneInfo) -> datetime:
@@ -86,24 +86,46 @@ def when(post: Post) -> datetime | None:
     return post.published_at if post.status == "published" else post.publish_at
 
 
-def posts_by_day(days: Span) -> tuple[dict[date, list[Post]], bool]:
-    """Return the span's scheduled and published posts by local day, in time order, and
+@dataclass(frozen=True)
+class DayPosts:
+    """A day's first posts in time order, and how many fall on it in all."""
 
-    whether there were more than MAX_POSTS of either (then the latest are left out).
+    posts: list[Post]
+    total: int
+
+    @property
+    def hidden(self) -> int:
+        return self.total - len(self.posts)
+
+
+def posts_by_day(days: Span) -> dict[date, DayPosts]:
+    """Return the span's scheduled and published posts by local day: each day's first
+
+    PER_DAY[view] in time order and its count. The database ranks and counts them per day
+    (one query per status), so a crowded month costs its counts, not a chip per post.
     """
-    start, end = days.start, days.end
-    found, more = [], False
+    bounds = days.bounds()
+    per_day = PER_DAY[days.view]
+    ranked: dict[int, list[tuple[datetime, int]]] = {}
+    totals: dict[int, int] = {}
     for status, column in (("scheduled", Post.publish_at), ("published", Post.published_at)):
-        rows = list(db.session.scalars(
-            sa.select(Post).options(defer(Post.body))
-            .where(Post.status == status, column >= start, column < end)
-            .order_by(column, Post.id).limit(MAX_POSTS + 1)))
-        more = more or len(rows) > MAX_POSTS
-        found += rows[:MAX_POSTS]
-    shown: dict[date, list[Post]] = {}
-    for post in sorted(found, key=lambda p: (when(p), p.id)):
-        shown.setdefault(when(post).astimezone(days.zone).date(), []).append(post)
-    return shown, more
+        day = sa.case(*[(column < end, i) for i, (_day, _start, end) in enumerate(bounds)])
+        inner = (sa.select(Post.id, column.label("at"), day.label("day"),
+                           sa.func.row_number().over(partition_by=day,
+                                                     order_by=(column, Post.id)).label("n"),
+                           sa.func.count().over(partition_by=day).label("total"))
+                 .where(Post.status == status, column >= days.start, column < days.end)
+                 .subquery())
+        for row in db.session.execute(sa.select(inner).where(inner.c.n <= per_day)):
+            ranked.setdefault(row.day, []).append((row.at, row.id))
+            totals[row.day] = totals.get(row.day, 0) + (row.total if row.n == 1 else 0)
+    firsts = {i: [post_id for _at, post_id in sorted(found)[:per_day]]
+              for i, found in ranked.items()}
+    loaded = {post.id: post for post in db.session.scalars(
+        sa.select(Post).options(defer(Post.body))
+        .where(Post.id.in_([post_id for ids in firsts.values() for post_id in ids])))}
+    return {bounds[i][0]: DayPosts([loaded[p] for p in ids if p in loaded], totals[i])
+            for i, ids in firsts.items()}  # (a post deleted meanwhile is left out)
 
 
 def move_post(post_id: int, version: int, publish_at: datetime) -> Post:

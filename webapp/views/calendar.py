@@ -48,11 +48,11 @@ def _context(args: dict, **extra) -> dict:
     zone = zone_or_default(_zone_name())
     days = domain.span(args["view"], date.fromisoformat(args["date"]), zone)
     runs = runs_by_day(days.bounds(), g.db_now) if args["timers"] else {}
-    posts, crowded = domain.posts_by_day(days)
+    posts = domain.posts_by_day(days)
     move = extra.pop("move", {})
-    move["shown"] = any(p.id == move.get("post_id") for day in posts.values() for p in day)
-    return {"days": days, "args": args, "posts": posts, "crowded": crowded, "runs": runs,
-            "move": move, "max_posts": domain.MAX_POSTS,
+    move["shown"] = any(p.id == move.get("post_id") for day in posts.values()
+                        for p in day.posts)
+    return {"days": days, "args": args, "posts": posts, "runs": runs, "move": move,
             "today": to_local(g.db_now, zone.key).date(), "zone": zone.key,
             "new_at": _new_post_times(days, g.db_now), "link": _link,
             "input_value": input_value, **extra}
