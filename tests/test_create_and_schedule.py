@@ -93,3 +93,24 @@ def test_a_time_already_passed_is_refused_and_nothing_is_saved(app, api):
     answer = api("POST", "/api/posts", body={"title": "Late", "publish_at": past.isoformat()})
     assert answer.status_code == 422 and answer.get_json()["field"] == "publish_at"
     assert count(app, Post) == 0
+
+
+@pytest.mark.parametrize("publish", [False, True], ids=["draft", "scheduled"])
+def test_two_editors_taking_one_slug_at_once_the_second_is_told_not_a_500(
+        app, pg_url, api, publish):
+    """The other editor's post is written but not yet committed when this one checks."""
+    other = psycopg.connect(pg_url)
+    other.execute("INSERT INTO posts (title, slug, body, status, version, created_at, "
+                  "updated_at) VALUES ('Theirs', 'same', '', 'draft', 1, now(), now())")
+    commit = threading.Timer(HOLD_SECONDS / 3, other.commit)  # while this insert waits
+    commit.start()
+    try:
+        body = {"title": "Mine", "slug": "same"}
+        if publish:
+            body["publish_at"] = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+        answer = api("POST", "/api/posts", body=body)
+    finally:
+        commit.join()
+        other.close()
+    assert answer.status_code == 422 and answer.get_json()["field"] == "slug"
+    assert _posts(app) == [("Theirs", "draft", None)]

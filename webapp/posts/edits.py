@@ -21,6 +21,11 @@ MAX_TITLE = 200
 MAX_SLUG = 200
 MAX_BODY_BYTES = 200_000
 SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def is_slug(text: str) -> bool:
+    """Return whether text is a slug a post can be saved with."""
+    return len(text) <= MAX_SLUG and SLUG_PATTERN.fullmatch(text) is not None
 MAX_ID = 2**31 - 1  # posts.id is an INTEGER: a larger id in a URL names nothing
 
 
@@ -94,12 +99,20 @@ def _slug_taken(slug: str, except_id: int | None = None) -> bool:
 SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
 
 
-def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None) -> None:
-    """Commit, with the audit row of a new post (its id comes from the flush) if given."""
+def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None,
+                          wake: bool = False) -> None:
+    """Commit, with the audit row of a new post (its id comes from the flush) if given.
+
+    wake: NOTIFY the publish leader at commit (a post was scheduled). Every statement
+    comes after the flush, inside the try: another editor's post committed with the same
+    slug since it was checked is a refusal naming the slug, whichever statement meets it.
+    """
     try:
         if post is not None:
             db.session.flush()
             audit.record("post.create", audit.target("post", post.id, post.title), detail)
+        if wake:
+            wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
         db.session.commit()
     except IntegrityError:  # two editors took the same slug at the same moment
         db.session.rollback()
@@ -153,8 +166,7 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
     detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
-        wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
-    _commit_or_slug_taken(post, detail)
+    _commit_or_slug_taken(post, detail, wake=publish_at is not None)
     return post
 
 
