@@ -262,3 +262,16 @@ def test_typing_a_cron_in_chromium_updates_the_preview_and_names_a_bad_field(bro
                                                                   timeout=15_000)
     finally:
         context.close()
+
+
+def test_a_timer_whose_zone_this_host_cannot_load_still_lists_and_shows(app, auth):
+    """A zone gone from the host's tzdata: the pages show the timer without its runs, no 500."""
+    editor = auth.client("editor")
+    created = post_form(editor, "/admin/timers/new", {**TIMER, "timezone": PARIS})
+    assert created.status_code == 303
+    with app.app_context():
+        db.session.execute(sa.update(Timer).values(timezone="Nowhere/Atlantis"))
+        db.session.commit()
+    listed, shown = editor.get("/admin/timers/"), editor.get(created.headers["Location"])
+    assert (listed.status_code, shown.status_code) == (200, 200)
+    assert "Review timer" in text(listed) and "Nowhere/Atlantis" in text(shown)

@@ -25,6 +25,9 @@ from . import _refuse_past_once
 from .fields import parse_schedule
 
 COUNT = 5
+# what computing a schedule's runs may raise: an unloadable zone (LookupError), a bad cron,
+# a date past the calendar's end; the leader then records the timer's schedule invalid
+UNCOMPUTABLE = (ValueError, LookupError, TypeError, ArithmeticError)
 _TICK = timedelta(microseconds=1)
 _LOOK_BACK = timedelta(days=400)  # how far before a run its clock changes are looked for
 
@@ -66,7 +69,7 @@ def next_runs(data, now: datetime, count: int = COUNT) -> Preview:
                         values["cron"], values["run_at"], values["start_at"])
     try:
         runs = annotate(schedule, now, schedule.upcoming(now, count))
-    except (ValueError, LookupError, TypeError, ArithmeticError) as exc:  # as the leader would
+    except UNCOMPUTABLE as exc:  # as the leader would
         raise ValidationError({"kind": f"This schedule cannot be computed ({exc})."}) from None
     return Preview(schedule, runs)
 

@@ -105,12 +105,19 @@ def index():
 
 
 def _coming(timer: Timer, now: datetime, count: int) -> list[preview.Run]:
-    """Return the timer's next count runs with what clock changes do to each."""
+    """Return the timer's next count runs with what clock changes do to each.
+
+    Empty for a schedule that cannot be computed (its zone gone from this host's tzdata,
+    say): the page still shows the timer, its schedule as "invalid schedule".
+    """
     if timer.next_run_at is None:
         return []
-    schedule = Schedule.of(timer)
-    slots = [timer.next_run_at, *schedule.upcoming(timer.next_run_at, count - 1)]
-    return preview.annotate(schedule, min(now, timer.next_run_at - TICK), slots)
+    try:
+        schedule = Schedule.of(timer)
+        slots = [timer.next_run_at, *schedule.upcoming(timer.next_run_at, count - 1)]
+        return preview.annotate(schedule, min(now, timer.next_run_at - TICK), slots)
+    except preview.UNCOMPUTABLE:
+        return []
 
 
 def _form_of(timer: Timer) -> dict:
