@@ -14,6 +14,7 @@ import pytest
 from tests.cluster import wait_for
 from tests.support import make_app, new_post, serve
 from tests.test_pooler import _start_pgbouncer, _via
+from webapp import posts, revalidation
 from webapp.extensions import db
 
 LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
@@ -149,3 +150,18 @@ def test_through_a_transaction_pooler_several_pool_connections_never_prepare(
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_refused_read_keeps_the_connection_and_odd_addresses_never_reach_it(
+        app, hello, pg_url):
+    client = app.test_client()
+    etag = etag_of(client)
+    assert client.get("/posts/hello", headers={"If-None-Match": etag}).status_code == 304
+    [backend] = site_backends(pg_url)
+    for odd in ("/posts/%00", "/posts/Hello", "/posts/hello%0A", "/posts/" + "a" * 300):
+        assert client.get(odd, headers={"If-None-Match": etag}).status_code == 404, odd
+    reader = app.extensions[revalidation.EXTENSION]
+    with app.app_context(), pytest.raises(psycopg.DataError):
+        reader.one(posts.PUBLISHED_POST_VALIDATORS, slug="nul\x00")  # refused by the server
+    assert client.get("/posts/hello", headers={"If-None-Match": etag}).status_code == 304
+    assert site_backends(pg_url) == [backend]

@@ -9,12 +9,12 @@ one, in autocommit, taken by its threads in turn) and runs the views' own SQLAlc
 statements, compiled once and prepared on the server.
 
 No pre-ping: a read that fails (the server restarted, the connection was cut) closes the
-connection and raises, and the request goes to the app, which answers it through its
-pool as it always would. The next read connects again, at most once a second after a
-failure. A thread that would wait over a second for the connection, or a read while it
-waits to reconnect, hands the request to the app too (Unavailable). Through a
-transaction-mode pooler nothing is prepared: the next statement may reach another server
-connection.
+connection and raises, and the request goes to the app, which answers it through its pool
+as it always would. The next read connects again, at most once a second after a failure.
+A statement the server refuses on a sound connection keeps the connection. A thread that
+would wait over a second for the connection, or a read while it waits to reconnect, hands
+the request to the app too (Unavailable). Through a transaction-mode pooler nothing is
+prepared: the next statement may reach another server connection.
 
 DB_REVALIDATION_CONNECTION=false reads through the pool instead: one connection fewer per
 worker, for a database plan that cannot spare it.
@@ -100,7 +100,8 @@ class Reader:
             conn = self._connected(conn)
             row = conn.execute(sql, {**defaults, **params}, prepare=self.prepare).fetchone()
         except psycopg.Error:
-            conn = self._dropped(conn)
+            if conn is None or conn.closed or conn.broken:  # not a refused statement
+                conn = self._dropped(conn)
             raise
         finally:
             self._slot.put(conn)

@@ -18,6 +18,7 @@ from .edits import (
     content_digest,
     create_post,
     get_post,
+    is_slug,
     slugify,
     update_post,
 )
@@ -57,8 +58,8 @@ __all__ = [
     "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast", "StalePost",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
-    "get_post", "hold_due", "late", "list_posts", "next_due", "next_due_reads", "publish_due",
-    "publish_now", "published_by_slug", "published_page", "published_post",
+    "get_post", "hold_due", "is_slug", "late", "list_posts", "next_due", "next_due_reads",
+    "publish_due", "publish_now", "published_by_slug", "published_page", "published_post",
     "recently_published", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",
     "unschedule_post", "upcoming", "update_post", "write_outbox",

@@ -172,7 +172,7 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
             return listing_validators("f", _site())
         if path == "/" and page is not None:
             return listing_validators("i", _site(), page)
-        if slug != path and slug.isascii() and slug and "/" not in slug and not query:
+        if slug != path and posts.is_slug(slug) and not query:  # anything else: the app's 404
             found = revalidation.read(posts.PUBLISHED_POST_VALIDATORS, slug=slug)
             return None if found is None else post_validators(found)
     except revalidation.Unavailable:
