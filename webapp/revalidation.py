@@ -134,8 +134,14 @@ class Reader:
                 conn.close()
 
     def close(self) -> None:
-        """Close the connection (the app's engine disposed of; a worker's exit closes it too)."""
-        conn = self._slot.get(timeout=10)
+        """Close the connection (the app's engine disposed of; a worker's exit closes it too).
+
+        A read that holds it for over WAIT_SECONDS keeps it: that one is closed at exit.
+        """
+        try:
+            conn = self._slot.get(timeout=WAIT_SECONDS)
+        except queue.Empty:
+            return
         try:
             if conn is not None and self._pid == os.getpid():
                 conn.close()
