@@ -114,3 +114,11 @@ def test_two_editors_taking_one_slug_at_once_the_second_is_told_not_a_500(
         other.close()
     assert answer.status_code == 422 and answer.get_json()["field"] == "slug"
     assert _posts(app) == [("Theirs", "draft", None)]
+
+
+def test_a_bad_title_and_a_past_time_are_both_named(app, api):
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    answer = api("POST", "/api/posts", body={"title": "   ", "publish_at": past.isoformat()})
+    assert answer.status_code == 422
+    assert set(answer.get_json()["fields"]) == {"title", "publish_at"}
+    assert count(app, Post) == 0

@@ -153,10 +153,16 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
     are checked against the database clock first; one that passes while the row commits
     is simply due, and the publish leader (woken at commit) publishes it.
     """
+    errors: dict[str, str] = {}
+    for check in (lambda: check_fields(title, slug, body),
+                  lambda: _check_new_times(publish_at, unpublish_at)):
+        try:
+            check()
+        except PostError as exc:  # name every bad field at once
+            errors.update(exc.errors)
+    if errors:
+        raise PostError(errors)
     fields = check_fields(title, slug, body)
-    if unpublish_at is not None and publish_at is None:
-        raise PostError({"unpublish_at": "Needs a publish time: a draft is not published."})
-    check_times(publish_at, unpublish_at)
     if _slug_taken(fields.slug):
         raise PostError(dict(SLUG_TAKEN))
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,
@@ -168,6 +174,13 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
     _commit_or_slug_taken(post, detail, wake=publish_at is not None)
     return post
+
+
+def _check_new_times(publish_at: datetime | None, unpublish_at: datetime | None) -> None:
+    if unpublish_at is not None and publish_at is None:
+        raise PostError({"unpublish_at": "Needs a publish time: a draft is not published."})
+    if publish_at is not None:
+        check_times(publish_at, unpublish_at)
 
 
 def update_post(post_id: int, version: int, digest: str | None, title: str, slug: str,
