@@ -276,6 +276,35 @@ def test_an_editor_moves_a_post_to_the_next_day_with_the_keyboard_only(app, brow
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 14, 8, 0), 2)
 
 
+def test_a_move_typed_with_the_keyboard_to_a_past_day_is_refused_in_place(app, browser):
+    from playwright.sync_api import expect
+
+    add_user(app, "past@example.com", "editor", timezone=PARIS)
+    post_id = scheduled(app, "Not back", utc(YEAR, 1, 13, 8, 0))
+    with serve(app) as url:
+        context = browser.new_context(base_url=url, locale="en-US")  # days read mm/dd/yyyy
+        try:
+            page = context.new_page()
+            sign_in_page(page, "past@example.com")
+            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
+            tab_to(page, f"#post-{post_id} summary", 120)
+            page.keyboard.press("Enter")  # open "Move"
+            page.keyboard.press("Tab")  # the day's first segment, the month
+            expect(page.locator(f"#move-{post_id}-date")).to_be_focused()
+            page.keyboard.type(f"0113{YEAR - 2}")  # month, day, year: two years ago
+            expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
+            tab_to(page, f"#move-{post_id} button", 10)
+            page.keyboard.press("Enter")
+            chip = page.locator(f"#post-{post_id}")
+            expect(chip.locator(".error")).to_contain_text("That time has already passed",
+                                                           timeout=15_000)
+            expect(page.locator(f"#move-{post_id}-date")).to_be_focused()  # to type it again
+            expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
+        finally:
+            context.close()
+    assert state(app, post_id)[1:] == (utc(YEAR, 1, 13, 8, 0), 1)
+
+
 def test_dragging_a_post_onto_another_day_submits_the_same_move(app, browser):
     from playwright.sync_api import expect
 
