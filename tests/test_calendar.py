@@ -5,6 +5,7 @@ last week of March, when Europe/Paris goes from CET to CEST.
 """
 
 import re
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -249,78 +250,74 @@ def tab_to(page, selector: str, most: int) -> None:
     pytest.fail(f"Tab never reached {selector}")
 
 
+@contextmanager
+def january_in_chromium(app, browser, email: str, **options):
+    """Sign an editor in Europe/Paris in at Chromium and open next January; yield the page."""
+    add_user(app, email, "editor", timezone=PARIS)
+    with serve(app) as url:
+        context = browser.new_context(base_url=url, **options)
+        try:
+            page = context.new_page()
+            sign_in_page(page, email)
+            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
+            yield page
+        finally:
+            context.close()
+
+
+def open_move(page, post_id: int) -> None:
+    """Tab through the page to the post's "Move", open it and go on to the day's first part."""
+    tab_to(page, f"#post-{post_id} summary", 120)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+
+
 def test_an_editor_moves_a_post_to_the_next_day_with_the_keyboard_only(app, browser):
     from playwright.sync_api import expect
 
-    add_user(app, "keys@example.com", "editor", timezone=PARIS)
     post_id = scheduled(app, "Keyboard", utc(YEAR, 1, 13, 8, 0))
-    with serve(app) as url:
-        context = browser.new_context(base_url=url, locale="en-US")  # days read mm/dd/yyyy
-        try:
-            page = context.new_page()
-            sign_in_page(page, "keys@example.com")
-            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
-            tab_to(page, f"#post-{post_id} summary", 120)  # through the page to its "Move"
-            page.keyboard.press("Enter")  # open it
-            page.keyboard.press("Tab")  # the day's month, then its day
-            page.keyboard.press("ArrowRight")
-            page.keyboard.press("ArrowUp")  # one day later
-            tab_to(page, f"#move-{post_id} button", 10)  # past the year and the time's parts
-            page.keyboard.press("Enter")
-            moved = page.locator(f'td[data-date="{YEAR}-01-14"] #post-{post_id}')
-            expect(moved).to_contain_text("Keyboard", timeout=15_000)
-            expect(page.locator(".calendar-status")).to_contain_text("Moved “Keyboard”")
-            expect(moved.locator("a").first).to_be_focused()  # the keyboard carries on from there
-        finally:
-            context.close()
+    # days read mm/dd/yyyy
+    with january_in_chromium(app, browser, "keys@example.com", locale="en-US") as page:
+        open_move(page, post_id)  # the day's month, then its day
+        page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowUp")  # one day later
+        tab_to(page, f"#move-{post_id} button", 10)  # past the year and the time's parts
+        page.keyboard.press("Enter")
+        moved = page.locator(f'td[data-date="{YEAR}-01-14"] #post-{post_id}')
+        expect(moved).to_contain_text("Keyboard", timeout=15_000)
+        expect(page.locator(".calendar-status")).to_contain_text("Moved “Keyboard”")
+        expect(moved.locator("a").first).to_be_focused()  # the keyboard carries on from there
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 14, 8, 0), 2)
 
 
 def test_a_move_typed_with_the_keyboard_to_a_past_day_is_refused_in_place(app, browser):
     from playwright.sync_api import expect
 
-    add_user(app, "past@example.com", "editor", timezone=PARIS)
     post_id = scheduled(app, "Not back", utc(YEAR, 1, 13, 8, 0))
-    with serve(app) as url:
-        context = browser.new_context(base_url=url, locale="en-US")  # days read mm/dd/yyyy
-        try:
-            page = context.new_page()
-            sign_in_page(page, "past@example.com")
-            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
-            tab_to(page, f"#post-{post_id} summary", 120)
-            page.keyboard.press("Enter")  # open "Move"
-            page.keyboard.press("Tab")  # the day's first segment, the month
-            expect(page.locator(f"#move-{post_id}-date")).to_be_focused()
-            page.keyboard.type(f"0113{YEAR - 2}")  # month, day, year: two years ago
-            expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
-            tab_to(page, f"#move-{post_id} button", 10)
-            page.keyboard.press("Enter")
-            chip = page.locator(f"#post-{post_id}")
-            expect(chip.locator(".error")).to_contain_text("That time has already passed",
-                                                           timeout=15_000)
-            expect(page.locator(f"#move-{post_id}-date")).to_be_focused()  # to type it again
-            expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
-        finally:
-            context.close()
+    # days read mm/dd/yyyy
+    with january_in_chromium(app, browser, "past@example.com", locale="en-US") as page:
+        open_move(page, post_id)  # the day's first segment, the month
+        expect(page.locator(f"#move-{post_id}-date")).to_be_focused()
+        page.keyboard.type(f"0113{YEAR - 2}")  # month, day, year: two years ago
+        expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
+        tab_to(page, f"#move-{post_id} button", 10)
+        page.keyboard.press("Enter")
+        chip = page.locator(f"#post-{post_id}")
+        expect(chip.locator(".error")).to_contain_text("That time has already passed",
+                                                       timeout=15_000)
+        expect(page.locator(f"#move-{post_id}-date")).to_be_focused()  # to type it again
+        expect(page.locator(f"#move-{post_id}-date")).to_have_value(f"{YEAR - 2}-01-13")
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 13, 8, 0), 1)
 
 
 def test_dragging_a_post_onto_another_day_submits_the_same_move(app, browser):
     from playwright.sync_api import expect
 
-    add_user(app, "mouse@example.com", "editor", timezone=PARIS)
     post_id = scheduled(app, "Dragged", utc(YEAR, 1, 13, 8, 0))
-    with serve(app) as url:
-        context = browser.new_context(base_url=url)
-        try:
-            page = context.new_page()
-            sign_in_page(page, "mouse@example.com")
-            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
-            page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{YEAR}-01-20"]')
-            moved = page.locator(f'td[data-date="{YEAR}-01-20"] #post-{post_id}')
-            expect(moved).to_contain_text("Dragged", timeout=15_000)
-        finally:
-            context.close()
+    with january_in_chromium(app, browser, "mouse@example.com") as page:
+        page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{YEAR}-01-20"]')
+        moved = page.locator(f'td[data-date="{YEAR}-01-20"] #post-{post_id}')
+        expect(moved).to_contain_text("Dragged", timeout=15_000)
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 20, 8, 0), 2)
 
 
