@@ -81,11 +81,6 @@ def span(view: str, anchor: date, zone: ZoneInfo) -> Span:
     return Span("month", start, tuple(first + timedelta(days=i) for i in range(count)), zone)
 
 
-def when(post: Post) -> datetime | None:
-    """Return the moment a post sits on the calendar: its publish time, or when it went out."""
-    return post.published_at if post.status == "published" else post.publish_at
-
-
 @dataclass(frozen=True)
 class DayPosts:
     """A day's first posts in time order, and how many fall on it in all."""

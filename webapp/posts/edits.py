@@ -153,16 +153,17 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
     are checked against the database clock first; one that passes while the row commits
     is simply due, and the publish leader (woken at commit) publishes it.
     """
-    errors: dict[str, str] = {}
-    for check in (lambda: check_fields(title, slug, body),
-                  lambda: _check_new_times(publish_at, unpublish_at)):
-        try:
-            check()
-        except PostError as exc:  # name every bad field at once
-            errors.update(exc.errors)
+    errors: dict[str, str] = {}  # every bad field is named at once
+    try:
+        fields = check_fields(title, slug, body)
+    except PostError as exc:
+        errors.update(exc.errors)
+    try:
+        _check_new_times(publish_at, unpublish_at)
+    except PostError as exc:
+        errors.update(exc.errors)
     if errors:
         raise PostError(errors)
-    fields = check_fields(title, slug, body)
     if _slug_taken(fields.slug):
         raise PostError(dict(SLUG_TAKEN))
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,

@@ -105,20 +105,18 @@ def _new_schedule(source) -> dict | None:
 
 def _start_post(form: dict, sched: dict | None) -> Post:
     """Create the post, scheduled in the same transaction when a time is given; refuse naming
-    every bad field."""
-    errors, publish_at = {}, None
+    every bad field (create_post names the text's and the time's together)."""
+    publish_at = None
     if sched and sched["publish_at"]:
         try:
             publish_at = _read_times(sched)[0]
-            domain.check_times(publish_at, None)
-        except PostError as exc:
-            errors.update(exc.errors)
-    try:
-        domain.check_fields(**form)
-    except PostError as exc:
-        errors.update(exc.errors)
-    if errors:
-        raise PostError(errors)
+        except PostError as exc:  # a time that cannot be read: name the text's faults too
+            errors = dict(exc.errors)
+            try:
+                domain.check_fields(**form)
+            except PostError as more:
+                errors.update(more.errors)
+            raise PostError(errors) from None
     return domain.create_post(**form, publish_at=publish_at)
 
 

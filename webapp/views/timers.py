@@ -108,7 +108,7 @@ def _coming(timer: Timer, now: datetime, count: int) -> list[preview.Run]:
     """Return the timer's next count runs with what clock changes do to each.
 
     Empty for a schedule that cannot be computed (its zone gone from this host's tzdata,
-    say): the page still shows the timer, its schedule as "invalid schedule".
+    say): the page still shows the timer, without its runs.
     """
     if timer.next_run_at is None:
         return []

@@ -1,6 +1,5 @@
 """Serve the posts endpoints of the JSON API."""
 
-
 from flask import current_app, jsonify, request, url_for
 
 from ... import posts
