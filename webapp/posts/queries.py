@@ -120,19 +120,19 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
     return conn.execute(PUBLISHED_POST, {"slug": slug}).one_or_none()
 
 
+def _published_at_slug(*columns: sa.ColumnElement) -> sa.Select:
+    """Return a read of columns of the published post at :slug, the site's row beside them."""
+    return (sa.select(*columns, Post.version.label("post_version"), Post.updated_at,
+                      *sitestate.columns())
+            .outerjoin(SiteState, SiteState.id == SiteState.ROW)
+            .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
+
+
 # built once: a public page's read is most of what a 304 costs
-PUBLISHED_POST = (
-    sa.select(Post.id, Post.title, Post.slug, Post.body, Post.published_at,
-              Post.version.label("post_version"), Post.updated_at, *sitestate.columns())
-    .outerjoin(SiteState, SiteState.id == SiteState.ROW)
-    .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
-
-
+PUBLISHED_POST = _published_at_slug(Post.id, Post.title, Post.slug, Post.body,
+                                    Post.published_at)
 # what a post page validates against (webapp.views.site.post_validators), nothing to render
-PUBLISHED_POST_VALIDATORS = (
-    sa.select(Post.id, Post.version.label("post_version"), Post.updated_at, *sitestate.columns())
-    .outerjoin(SiteState, SiteState.id == SiteState.ROW)
-    .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
+PUBLISHED_POST_VALIDATORS = _published_at_slug(Post.id)
 
 
 def published_by_slug(slug: str) -> Post | None:
