@@ -173,8 +173,10 @@ def _kill(pid: int) -> None:
 
 
 def pid_of(application_name: str) -> int:
-    """Return the OS pid in a soloist:<instance>:<pid> application_name."""
-    return int(application_name.rsplit(":", 1)[1])
+    """Return the OS pid in a soloist:<instance>:<pid>[:<nonce>] application_name."""
+    from webapp.leadership.base import parse_identity
+
+    return parse_identity(application_name)[1]
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from webapp.leadership import (
     try_acquire_leader,
     with_scheduler_leader_lock,
 )
-from webapp.leadership.base import identity
+from webapp.leadership.base import identity, parse_identity
 from webapp.leadership.files import FileLockSession, read_holder
 from webapp.leadership.keys import PLUGINS, PUBLISH, derive_key
 from webapp.leadership.pg import PgLockSession
@@ -95,14 +95,16 @@ def test_lock_connection_carries_identity_and_keepalives(sessions):
     locks = sessions("dyno.3")
     params = locks.conn.info.get_parameters()
     assert params["application_name"].startswith("soloist:dyno.3:")
-    assert params["tcp_user_timeout"] == "10000"
-    assert params["keepalives_idle"] == "5"
+    # half the default LEADER_STALE_SECONDS (10): a vanished server is noticed in 5 s
+    assert params["tcp_user_timeout"] == "5000"
+    assert params["keepalives_idle"] == "2"
     assert locks.conn.autocommit
 
 
-def test_identity_keeps_the_pid_when_the_instance_name_is_long():
-    name = identity("x" * 100, pid=424242)
-    assert len(name) <= 63 and name.endswith(":424242")
+def test_identity_keeps_the_pid_and_nonce_when_the_instance_name_is_long():
+    name = identity("x" * 100, pid=424242, role="site")
+    assert len(name) <= 63
+    assert parse_identity(name.replace("soloist-site", "soloist")) == ("x" * 32, 424242)
 
 
 def test_try_acquire_and_release_through_the_seed_api(app, pg_view):

@@ -30,8 +30,8 @@ def site_backends(pg_url: str, instance: str = "pytest") -> list[int]:
     """Return the server pids of the revalidation connections of this test process."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         return [pid for (pid,) in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-            (f"soloist-site:{instance}:{__import__('os').getpid()}",))]
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+            (f"soloist-site:{instance}:{__import__('os').getpid()}:%",))]
 
 
 def etag_of(client, url: str = "/posts/hello") -> str:

@@ -8,7 +8,7 @@ from flask import Flask
 
 from . import headers, limits, siteurl, timefmt
 from .config import check_production_config, load_config
-from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args
+from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
 from .extensions import db, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,25 +38,35 @@ def create_app(config: dict | None = None) -> Flask:
 
 
 def configure_database(app: Flask) -> None:
-    """Default to a SQLite file in the instance folder; size the pool for PostgreSQL."""
+    """Default to a SQLite file in the instance folder; size the pool for PostgreSQL.
+
+    The scheduler's ticks (DB_ROLE "sched") always connect directly (LOCK_DATABASE_URL,
+    else DATABASE_URL), never through DATABASE_CONNECTION_POOL_URL: their statements need
+    the server-side timeouts a transaction pooler refuses, and an eviction must reach them.
+    """
     if not app.config.get("SQLALCHEMY_DATABASE_URI"):
         Path(app.instance_path).mkdir(parents=True, exist_ok=True)
         path = Path(app.instance_path) / "soloist.db"
         app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
     if not app.config.get("LOCK_DATABASE_URL"):
         app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
+    app.config.setdefault("DB_ROLE", "web")
+    sched = app.config["DB_ROLE"] == "sched"
+    if sched:
+        app.config["SQLALCHEMY_DATABASE_URI"] = app.config["LOCK_DATABASE_URL"]
+        app.config["DB_WEB_VIA_POOLER"] = False
     uri = app.config["SQLALCHEMY_DATABASE_URI"]
     options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
     # a logged database error must not carry its statement's values (webhook secrets, hashes)
     options.setdefault("hide_parameters", True)
-    app.config.setdefault("DB_ROLE", "web")
     if not is_sqlite_url(uri):
         # the scheduler thread uses one connection at a time; the web pool is sized by ops
-        sched = app.config["DB_ROLE"] == "sched"
         options.setdefault("pool_size", 1 if sched else app.config["DB_POOL_SIZE"])
         options.setdefault("max_overflow", 0 if sched else app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
-        options.setdefault("pool_timeout", 5 if sched else 10)
+        # a request waits for a connection no longer than half the stale bound: past it, 503
+        wait = max(1.0, app.config["LEADER_STALE_SECONDS"] / 2)
+        options.setdefault("pool_timeout", min(5.0, wait) if sched else min(10.0, wait))
         options.setdefault("connect_args", pg_connect_args(app.config, app.config["DB_ROLE"]))
     else:
         options.setdefault("connect_args", {"timeout": 15})
@@ -70,9 +80,11 @@ def register_extensions(app: Flask) -> None:
 
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
-    if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
-        with app.app_context():
+    with app.app_context():
+        if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
             enable_sqlite_pragmas(db.engine)
+        else:
+            watch_connections(db.engine, app.config["INSTANCE_NAME"], app.config["DB_ROLE"])
 
 
 NAV = [

@@ -8,6 +8,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dotenv
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.engine import make_url
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -59,14 +62,59 @@ def env_float(env: Mapping[str, str], name: str, default: float, minimum: float)
 
 
 def normalise_database_url(url: str, name: str = "DATABASE_URL") -> str:
-    """Rewrite postgres:// and postgresql:// to the psycopg 3 driver."""
+    """Rewrite postgres:// and postgresql:// to the psycopg 3 driver; check it can be read.
+
+    libpq's host list (postgres://u@h1:5432,h2:5432/db) becomes SQLAlchemy's
+    ?host=h1:5432&host=h2:5432, and a URL naming several hosts asks for the primary
+    (target_session_attrs=read-write) unless it says otherwise: after a failover every
+    connection finds the new primary, and none stays on a server that became read-only.
+    """
     url = url.strip()
     for prefix in ("postgres://", "postgresql://", "postgresql+psycopg2://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    if url.startswith(("postgresql+psycopg://", "sqlite:")):
+            url = "postgresql+psycopg://" + url[len(prefix):]
+            break
+    if url.startswith("sqlite:"):
         return url
-    raise ConfigError(f"{name} must be a postgres:// or sqlite: URL, not {url.split(':')[0]}:…")
+    if not url.startswith("postgresql+psycopg://"):
+        raise ConfigError(
+            f"{name} must be a postgres:// or sqlite: URL, not {url.split(':')[0]}:…")
+    return _checked_postgres_url(_host_list_as_query(url, name), name)
+
+
+def _host_list_as_query(url: str, name: str) -> str:
+    """Move a libpq host list out of the URL's authority into host= query parameters."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if "," not in hosts:
+        return url
+    listed = [h.strip() for h in hosts.split(",")]
+    if not all(listed) or any("[" in h for h in listed):
+        raise ConfigError(f"{name} lists hosts Soloist cannot read: give each as host or "
+                          "host:port, separated by commas (IPv6 addresses by name)")
+    query = "&".join(f"host={h}" for h in listed)
+    path = path if slash else ""
+    joiner = "&" if "?" in path else "?"
+    return f"{scheme}://{userinfo}{at}/{path}{joiner}{query}"
+
+
+def _checked_postgres_url(url: str, name: str) -> str:
+    """Return url (asking for the primary when it names several hosts), or raise ConfigError.
+
+    The message names the variable, never the URL (it may carry a password).
+    """
+    try:
+        parsed = make_url(url)
+        hosts = parsed.query.get("host", ())
+        if isinstance(hosts, tuple) and len(hosts) > 1 and (
+                "target_session_attrs" not in parsed.query):
+            parsed = parsed.update_query_dict({"target_session_attrs": "read-write"})
+        PGDialect_psycopg().create_connect_args(parsed)
+    except (ValueError, TypeError, sa_exc.ArgumentError) as exc:
+        raise ConfigError(f"{name} is not a PostgreSQL URL Soloist can read "
+                          f"({type(exc).__name__}: check its host list and ports)") from None
+    return parsed.render_as_string(hide_password=False)
 
 
 def site_url(env: Mapping[str, str]) -> str | None:

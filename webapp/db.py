@@ -7,57 +7,171 @@ looking at the dialect itself.
 
 import os
 import re
+import secrets
+import string
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg
+import psycopg.conninfo
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Engine, make_url
 
 from .extensions import db
 
-MAX_INSTANCE = 40  # characters of the instance name kept in an application_name (63 at most)
+_DIALECT = PGDialect_psycopg()
+
+MAX_INSTANCE = 32  # characters of the instance name kept in an application_name (63 at most)
 WAKE_CHANNEL = "soloist_wake"  # payload: the name of the key whose leader should look now
 HANDOVER_CHANNEL = "soloist_handover"  # payload: a key that was just released
-WEB_ROLES = ("web", "site")  # connections to DATABASE_URL: the pool, the 304s' own (revalidation)
+POOLED_ROLES = ("web", "site", "plugin")  # through DATABASE_CONNECTION_POOL_URL when it is set
 
 
-def identity(instance: str, pid: int | None = None, role: str = "") -> str:
+def identity(instance: str, pid: int | None = None, role: str = "",
+             nonce: str | None = None) -> str:
     """Return the application_name of one of this process's connections.
 
-    The lock session is soloist:<instance>:<pid>; the process's other connections are
-    soloist-<role>:<instance>:<pid>, so evicting a process can find all of them.
+    The lock session is soloist:<instance>:<pid>:<nonce>; the process's other connections
+    are soloist-<role>:<instance>:<pid>:<nonce>. The nonce is random, taken anew whenever
+    the process's lock session comes back after it was lost, so an eviction aimed at a
+    stale session ends exactly that session's connections, wherever they come from (a
+    pooler, a unix socket), and none the healthy process opened since.
     """
     pid = os.getpid() if pid is None else pid
     prefix = f"soloist-{role}" if role else "soloist"
-    return f"{prefix}:{instance[:MAX_INSTANCE]}:{pid}"
+    return f"{prefix}:{instance[:MAX_INSTANCE]}:{pid}:{current_nonce() if nonce is None else nonce}"
+
+
+_nonce: tuple[int, str] = (0, "")
+
+
+def current_nonce() -> str:
+    """Return this process's connection nonce (a forked child takes its own)."""
+    if _nonce[0] != os.getpid():
+        renew_nonce()
+    return _nonce[1]
+
+
+def renew_nonce() -> str:
+    """Take a new nonce: connections opened from now on answer to it, not the old one.
+
+    Lowercase letters only, so it never reads as a pid.
+    """
+    global _nonce
+    _nonce = (os.getpid(), "".join(secrets.choice(string.ascii_lowercase) for _ in range(8)))
+    return _nonce[1]
+
+
+def keepalive_seconds(config: Mapping) -> dict[str, int]:
+    """Return TCP keepalive timing that notices a vanished peer in half the stale bound.
+
+    A host cut off without a RST otherwise waits in a socket read until TCP gives up
+    (about 15 minutes on Linux), and the server keeps its idle sessions for two hours.
+    """
+    stale = config["LEADER_STALE_SECONDS"]
+    return {"idle": max(1, int(stale / 5)), "interval": max(1, int(stale / 10)), "count": 3,
+            "user_timeout_ms": max(1000, int(stale * 500))}
+
+
+def client_keepalives(config: Mapping) -> dict:
+    """Return the libpq arguments that bound every client socket wait (and connecting)."""
+    k = keepalive_seconds(config)
+    return {"keepalives": 1, "keepalives_idle": k["idle"],
+            "keepalives_interval": k["interval"], "keepalives_count": k["count"],
+            "tcp_user_timeout": k["user_timeout_ms"],
+            # per host of a multi-host URL; libpq treats anything under 2 as 2
+            "connect_timeout": max(2, int(config["LEADER_STALE_SECONDS"] / 4))}
 
 
 def server_options(config: Mapping) -> str:
-    """Return libpq options that make the server end long statements and idle transactions."""
-    statement = int(config["DB_STATEMENT_TIMEOUT_SECONDS"] * 1000)
-    idle = int(config["DB_IDLE_IN_TRANSACTION_SECONDS"] * 1000)
-    return f"-c statement_timeout={statement} -c idle_in_transaction_session_timeout={idle}"
+    """Return libpq options for the server's side of a direct session.
+
+    It ends long statements and idle transactions, and it notices a client that vanished
+    without a word (keepalives, unacknowledged data, a dead socket during a query) within
+    the same bound as the client does.
+    """
+    k = keepalive_seconds(config)
+    settings = {
+        "statement_timeout": int(config["DB_STATEMENT_TIMEOUT_SECONDS"] * 1000),
+        "idle_in_transaction_session_timeout":
+            int(config["DB_IDLE_IN_TRANSACTION_SECONDS"] * 1000),
+        "tcp_keepalives_idle": k["idle"],
+        "tcp_keepalives_interval": k["interval"],
+        "tcp_keepalives_count": k["count"],
+        "tcp_user_timeout": k["user_timeout_ms"],
+        "client_connection_check_interval": k["interval"] * 1000,
+    }
+    return " ".join(f"-c {name}={value}" for name, value in settings.items())
 
 
 def pg_connect_args(config: Mapping, role: str) -> dict:
-    """Return the psycopg connect arguments of one of this process's engines.
+    """Return the psycopg connect arguments of one of this process's connections.
 
-    A transaction-mode pooler refuses startup options (and would hand the settings to
-    other clients), so the web pool behind one leaves the timeouts to the pooler. Nor may
-    a connection behind it prepare statements (psycopg does after 5 runs of one): the next
-    transaction may reach a server connection another client prepared "_pg3_0" on.
+    Every connection gets client keepalives and a TCP user timeout. A transaction-mode
+    pooler refuses startup options (and would hand the settings to other clients), so a
+    connection behind one (the web pool and the 304s' reader with
+    DATABASE_CONNECTION_POOL_URL) leaves the server's side to the pooler. Nor may it
+    prepare statements (psycopg does after 5 runs of one): the next transaction may reach
+    a server connection another client prepared "_pg3_0" on.
     """
     args = {"application_name": identity(config["INSTANCE_NAME"], role=role),
-            "connect_timeout": 5}
-    if role in WEB_ROLES and config.get("DB_WEB_VIA_POOLER"):
+            **client_keepalives(config)}
+    if role in POOLED_ROLES and config.get("DB_WEB_VIA_POOLER"):
         args["prepare_threshold"] = None
     else:
         args["options"] = server_options(config)
     return args
+
+
+def conninfo(url: str) -> str:
+    """Return the libpq connection string of a SQLAlchemy URL, every host of it kept.
+
+    Built the way SQLAlchemy's psycopg dialect builds its own connect arguments, so the
+    lock session and the 304s' reader reach the same servers as the engines
+    (?host=h1:5432&host=h2:5432, target_session_attrs and the rest).
+    """
+    _args, kwargs = _DIALECT.create_connect_args(make_url(url))
+    return psycopg.conninfo.make_conninfo(**kwargs)
+
+
+def read_only_server(connection: psycopg.Connection) -> bool:
+    """Return whether a connection landed on a standby or a read-only server.
+
+    Both are reported by the server at start-up and on change (PostgreSQL 14+): no round
+    trip. A former primary back as a replica is one.
+    """
+    info = connection.info
+    return "on" in (info.parameter_status("in_hot_standby"),
+                    info.parameter_status("default_transaction_read_only"))
+
+
+def watch_connections(engine: Engine, instance: str, role: str) -> None:
+    """Name each new connection of engine with the current nonce; refuse read-only servers.
+
+    A checkout that finds its connection on a standby or a read-only server (the old
+    primary back as a replica) drops it, and the pool connects again: with a multi-host
+    URL and target_session_attrs=read-write, to the primary.
+    """
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: sa.Dialect, _record: object, cargs: list, cparams: dict) -> object:
+        cparams["application_name"] = identity(instance, role=role)
+        connection = dialect.connect(*cargs, **cparams)
+        if read_only_server(connection):  # an error the request answers 503 for
+            connection.close()
+            raise psycopg.OperationalError("the server is read-only (a standby): no primary "
+                                           "among the database URL's hosts")
+        return connection
+
+    @event.listens_for(engine, "checkout")
+    def _refuse_read_only(dbapi_connection: object, _record: object, _proxy: object) -> None:
+        if read_only_server(dbapi_connection):  # it became one: connect again
+            raise sa.exc.DisconnectionError("the server is read-only (a standby)")
 
 
 def is_sqlite_url(url: str) -> bool:

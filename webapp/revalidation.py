@@ -34,9 +34,8 @@ import sqlalchemy as sa
 from flask import Flask, current_app
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
-from sqlalchemy.engine import make_url
 
-from .db import autocommit_connection, is_sqlite_url, pg_connect_args
+from .db import autocommit_connection, conninfo, is_sqlite_url, pg_connect_args, read_only_server
 from .extensions import db
 
 RETRY_SECONDS = 1.0  # after a failed read or connect, the app answers until then
@@ -76,8 +75,7 @@ class Reader:
     """A pool of one: the worker's connection for revalidation reads, its threads in turn."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        url = make_url(config["SQLALCHEMY_DATABASE_URI"]).set(drivername="postgresql")
-        self.conninfo = url.render_as_string(hide_password=False)
+        self.conninfo = conninfo(config["SQLALCHEMY_DATABASE_URI"])  # every host of it
         self.config = config
         self.prepare = not config.get("DB_WEB_VIA_POOLER")
         self._slot: queue.Queue[psycopg.Connection | None] = queue.Queue(maxsize=1)
@@ -119,12 +117,17 @@ class Reader:
     def _connected(self, conn: psycopg.Connection | None) -> psycopg.Connection:
         """Return conn if this process can read on it, else a new connection (or raise)."""
         if conn is not None and not conn.closed and self._pid == os.getpid():
-            return conn  # (a forked child never reads on its parent's socket)
+            if not read_only_server(conn):
+                return conn  # (a forked child never reads on its parent's socket)
+            conn.close()  # the server became a standby: find the primary
         if time.monotonic() < self._retry_at:
             raise Unavailable("reconnecting after a failure")
         conn = psycopg.connect(self.conninfo, autocommit=True, row_factory=namedtuple_row,
                                **pg_connect_args(self.config, ROLE))
         self._pid = os.getpid()
+        if read_only_server(conn):  # a standby: the app's pool finds the primary instead
+            conn.close()
+            raise psycopg.OperationalError("the revalidation connection reached a standby")
         return conn
 
     def _dropped(self, conn: psycopg.Connection | None) -> None:

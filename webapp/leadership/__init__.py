@@ -12,7 +12,7 @@ import os
 
 from flask import current_app
 
-from ..db import is_postgres, is_sqlite_url, server_options
+from ..db import client_keepalives, is_postgres, is_sqlite_url, server_options
 from .base import LOCK_ERRORS, PG_TOKEN, SQLITE_TOKEN
 from .files import VIEW as FILE_VIEW
 from .files import FileLockSession
@@ -27,16 +27,18 @@ __all__ = ["PG_TOKEN", "SQLITE_TOKEN", "close_all_sessions", "current_view", "lo
 _sessions: dict[tuple[int, str], PgLockSession | FileLockSession] = {}
 
 
-def lock_session(url: str, instance: str, options: str = "") -> PgLockSession | FileLockSession:
+def lock_session(url: str, instance: str, options: str = "",
+                 keepalives: dict | None = None) -> PgLockSession | FileLockSession:
     """Return this process's lock session for url, creating it after a fork.
 
-    options are libpq options for the PostgreSQL connection (server-side timeouts).
+    options are libpq options for the PostgreSQL connection (the server's timeouts and
+    keepalives), keepalives the client's (db.client_keepalives).
     """
     key = (os.getpid(), url)
     found = _sessions.get(key)
     if found is None:
         made = FileLockSession(url, instance) if is_sqlite_url(url) else PgLockSession(
-            url, instance, options)
+            url, instance, options, keepalives)
         # setdefault is atomic: two threads asking at once get the same (unopened) session
         found = _sessions.setdefault(key, made)
     return found
@@ -52,8 +54,9 @@ def _session_for(session) -> PgLockSession | FileLockSession:
     url = bind.url.render_as_string(hide_password=False)
     if not is_sqlite_url(url):
         url = current_app.config["LOCK_DATABASE_URL"]
-    return lock_session(url, current_app.config["INSTANCE_NAME"],
-                        server_options(current_app.config))
+    config = current_app.config
+    return lock_session(url, config["INSTANCE_NAME"], server_options(config),
+                        client_keepalives(config))
 
 
 def try_acquire_leader(session, key: int):

@@ -80,17 +80,23 @@ class BaseLockSession:
     def __init__(self, instance: str) -> None:
         self.instance = instance
         self.counts: dict[int, int] = {}  # key -> how many times this session took it
+        self.session_name = ""  # the name its open connection carries, once connected
 
     @property
     def name(self) -> str:
-        """Return this process's identity (its application_name on PostgreSQL)."""
-        return identity(self.instance)
+        """Return this session's identity (its application_name on PostgreSQL)."""
+        return self.session_name or identity(self.instance)
 
 
 def parse_identity(application_name: str) -> tuple[str, int | None]:
-    """Split soloist:<instance>:<pid> into instance and pid ("", None if not ours)."""
+    """Split soloist:<instance>:<pid>[:<nonce>] into instance and pid ("", None if not ours).
+
+    The nonce is letters only, so a last part of digits is the pid of a name without one.
+    """
     prefix, _, rest = application_name.partition(":")
     instance, _, pid = rest.rpartition(":")
+    if pid.isascii() and pid.isalpha() and pid.islower():
+        instance, _, pid = instance.rpartition(":")
     if prefix != "soloist" or not instance or not (pid.isascii() and pid.isdigit()):
         return "", None
     return instance, int(pid)

@@ -9,7 +9,7 @@ terminates the holder's lock session and takes over.
 import logging
 import random
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from .base import LOCK_ERRORS, PollRow, is_stale
 from .pg import TransactionPoolerError
@@ -35,6 +35,8 @@ class Leadership:
         self.next_connect = 0.0
         self.pending: list[tuple] = []  # events to write once the connection is back
         self.db_now: datetime | None = None  # the database clock at the last verify
+        self.db_now_at = 0.0  # monotonic time of that verify
+        self.refused = False  # the last connect was refused by a server that is up
         # what the last polls saw of the keys another holds: their heartbeat age and term
         self.unled: dict[int, PollRow] = {}
 
@@ -54,12 +56,14 @@ class Leadership:
         try:
             self.locks.connect()
         except LOCK_ERRORS as exc:
+            self.refused = isinstance(exc, TransactionPoolerError)
             self._went_offline(exc)
             # jittered, so a fleet that lost its database does not reconnect in lockstep
             self.next_connect = now + self.backoff * random.uniform(0.5, 1.0)
             limit = 60.0 if isinstance(exc, TransactionPoolerError) else RECONNECT_MAX
             self.backoff = min(self.backoff * 2, limit)
             return False
+        self.refused = False
         if self.online is False:
             log.info("lock connection restored as %s", self.locks.name)
         self.online, self.offline_since = True, None
@@ -142,6 +146,7 @@ class Leadership:
             return {}
         try:
             self.db_now, still = self.locks.heartbeat(list(self.held))
+            self.db_now_at = time.monotonic()
         except LOCK_ERRORS as exc:
             self.lose_all(f"lock connection failed: {exc}")
             return {}
@@ -152,7 +157,18 @@ class Leadership:
     def _lost(self, key: int, reason: str) -> None:
         term = self.held.pop(key)
         log.error("lost leadership of key %#x (term %d): %s", key, term, reason)
-        self.pending.append((key, "lost", term, self.locks.name, reason[:500], datetime.now(UTC)))
+        self.pending.append((key, "lost", term, self.locks.name, reason[:500],
+                             self.database_time()))
+
+    def database_time(self) -> datetime | None:
+        """Return the database clock now, as the last verify read it (None: never read).
+
+        A lost key's event is dated by the database's clock, not this host's; None lets
+        the database date it when it is written.
+        """
+        if self.db_now is None:
+            return None
+        return self.db_now + timedelta(seconds=time.monotonic() - self.db_now_at)
 
     def lose_all(self, reason: str) -> None:
         """Treat every held key as lost and drop the broken connection."""
@@ -175,7 +191,7 @@ class Leadership:
             if not self.locks.release(key, term, detail):
                 log.warning("lost leadership of key %#x: unlock returned false", key)
                 self.pending.append((key, "lost", term, self.locks.name,
-                                     "unlock returned false", datetime.now(UTC)))
+                                     "unlock returned false", self.database_time()))
         except LOCK_ERRORS as exc:
             log.warning("could not release key %#x cleanly (%s); closing the session", key, exc)
             self.locks.close()

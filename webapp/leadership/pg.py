@@ -8,13 +8,20 @@ The view reads who holds what from pg_locks joined with pg_stat_activity.
 """
 
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
-from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL
+from ..db import (
+    HANDOVER_CHANNEL,
+    WAKE_CHANNEL,
+    client_keepalives,
+    conninfo,
+    identity,
+    read_only_server,
+    renew_nonce,
+)
 from ..extensions import db
 from .base import (
     PG_TOKEN,
@@ -45,18 +52,13 @@ class TransactionPoolerError(LockUnavailable):
 
 
 def libpq_conninfo(url: str) -> str:
-    """Turn a SQLAlchemy URL into a libpq connection URL."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    """Turn a SQLAlchemy URL into a libpq connection string (every host of it kept)."""
+    return conninfo(url)
 
 
-KEEPALIVE = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 10_000,
-    "connect_timeout": 5,
-}
+# for a lock session made without the app's settings (the seed API in a test, a CLI)
+KEEPALIVE = client_keepalives({"LEADER_STALE_SECONDS": 10.0})
+
 
 class PgLockSession(BaseLockSession):
     """One process's dedicated, autocommit lock connection to PostgreSQL.
@@ -67,11 +69,14 @@ class PgLockSession(BaseLockSession):
 
     token = PG_TOKEN
 
-    def __init__(self, url: str, instance: str, options: str = "") -> None:
+    def __init__(self, url: str, instance: str, options: str = "",
+                 keepalives: dict | None = None) -> None:
         super().__init__(instance)
         self.url = url
-        self.options = options  # libpq options: the server-side statement timeout
+        self.options = options  # libpq options: the server's timeouts and keepalives
+        self.keepalives = keepalives or KEEPALIVE  # the client's, and connect_timeout
         self.conn: psycopg.Connection | None = None
+        self.opened = False  # once: a later connect takes a new nonce
 
     @property
     def connected(self) -> bool:
@@ -81,12 +86,17 @@ class PgLockSession(BaseLockSession):
     def connect(self) -> None:
         """Open the lock connection, refuse a pooler, and LISTEN for wake-ups."""
         self.close()
-        conninfo = libpq_conninfo(self.url)
+        info = libpq_conninfo(self.url)
         extra = {"options": self.options} if self.options else {}
-        conn = psycopg.connect(conninfo, autocommit=True, application_name=self.name,
-                               **KEEPALIVE, **extra)
+        if self.opened:  # back after a loss: an eviction aimed at the old session misses us
+            renew_nonce()
+        self.session_name = identity(self.instance)
+        conn = psycopg.connect(info, autocommit=True, application_name=self.session_name,
+                               **self.keepalives, **extra)
+        self.opened = True
         try:
-            check_direct_connection(conn, conninfo)
+            check_writable(conn)
+            check_direct_connection(conn, info, self.keepalives)
             conn.execute(f"LISTEN {WAKE_CHANNEL}")
             conn.execute(f"LISTEN {HANDOVER_CHANNEL}")
         except BaseException:
@@ -128,6 +138,7 @@ class PgLockSession(BaseLockSession):
 
     def poll(self, keys: list[int]) -> list[PollRow]:
         """Try every key in one statement and read each key's heartbeat age."""
+        check_writable(self.conn)
         rows = self.execute(POLL_SQL, (keys,))
         for key, got, _age, _term in rows:
             if got:
@@ -140,7 +151,7 @@ class PgLockSession(BaseLockSession):
         Return the database clock and {key: step_down_requested} for those keys.
         """
         rows = self.execute(HEARTBEAT_SQL, (keys,))
-        now = rows[0][2] if rows else datetime.now(UTC)
+        now = rows[0][2] if rows else self.execute("SELECT now()")[0][0]
         return now, {key: bool(step) for key, step, _now in rows}
 
     def record_acquired(self, key: int, detail: str = "") -> int:
@@ -194,7 +205,15 @@ class PgLockSession(BaseLockSession):
         return list(conn.notifies(timeout=0))
 
 
-def check_direct_connection(conn: psycopg.Connection, conninfo: str) -> None:
+def check_writable(conn: psycopg.Connection | None) -> None:
+    """Refuse a lock connection on a standby or a read-only server: it cannot lead."""
+    if conn is not None and not conn.closed and read_only_server(conn):
+        raise LockUnavailable("the lock connection reached a read-only server (a standby); "
+                              "connecting again to find the primary")
+
+
+def check_direct_connection(conn: psycopg.Connection, info: str,
+                            keepalives: dict | None = None) -> None:
     """Refuse a lock connection that goes through a transaction-mode pooler.
 
     A direct connection reports its real backend pid at start-up. Behind a pooler
@@ -206,7 +225,7 @@ def check_direct_connection(conn: psycopg.Connection, conninfo: str) -> None:
     first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     if first == conn.info.backend_pid:
         return
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as probe:
+    with psycopg.connect(info, autocommit=True, **(keepalives or KEEPALIVE)) as probe:
         other = probe.execute("SELECT pg_backend_pid()").fetchone()[0]
         second = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     if first != second or other in (first, second):

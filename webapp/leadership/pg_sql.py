@@ -71,15 +71,16 @@ SELECT pg_notify('soloist_handover', %(key)s::text)
 def evict_sql(victim: str, notify: bool = False) -> str:
     """Return the statement that ends the process whose lock session holds %(key)s.
 
-    victim chooses the lock session. Every other connection of that process (its web
-    pool and its scheduler's, named soloist-<role>:<instance>:<pid> from the same host)
-    ends too: a frozen process's open transaction would otherwise keep row locks that
-    its successor skips. In the same statement it records an "evicted" event for each
-    of %(ours)s the session held (parameter %(detail)s), and with notify wakes the
-    standbys. It also writes each such key's ops.leader_evicted alert to the outbox (once
-    per term, see webapp.alerts) and wakes the plugin leader to send it. It returns the
-    session's application_name, every key it held and how many other connections ended;
-    no row if victim matched nobody.
+    victim chooses the lock session. Every other connection of that session's process
+    (its web pool and its scheduler's, named soloist-<role>:<instance>:<pid>:<nonce> with
+    the session's nonce, from whatever address: a pooler, a unix socket) ends too, and
+    none the process opened under a newer nonce after it came back: a frozen process's
+    open transaction would otherwise keep row locks that its successor skips. In the same
+    statement it records an "evicted" event for each of %(ours)s the session held
+    (parameter %(detail)s), and with notify wakes the standbys. It also writes each such
+    key's ops.leader_evicted alert to the outbox (once per term, see webapp.alerts) and
+    wakes the plugin leader to send it. It returns the session's application_name, every
+    key it held and how many other connections ended; no row if victim matched nobody.
     """
     wake = ", pg_notify('soloist_handover', %(key)s::text)" if notify else ""
     return f"""
@@ -114,7 +115,7 @@ WITH victim AS MATERIALIZED (
   WHERE b.pid <> v.pid AND b.pid <> pg_backend_pid() AND b.application_name LIKE 'soloist-%%'
     AND substr(b.application_name, strpos(b.application_name, ':'))
         = substr(v.application_name, strpos(v.application_name, ':'))
-    AND b.client_addr IS NOT DISTINCT FROM v.client_addr AND b.datname = current_database()
+    AND b.datname = current_database()
 )
 SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000),
        (SELECT count(*) FROM process WHERE ended){wake}, pg_notify('soloist_wake', 'plugins')

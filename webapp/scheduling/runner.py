@@ -14,7 +14,14 @@ import time
 from flask import Flask
 
 from ..budget import check_connection_budget, connections_per_process
-from ..db import HANDOVER_CHANNEL, WAKE_CHANNEL, is_sqlite_url, server_options
+from ..db import (
+    HANDOVER_CHANNEL,
+    WAKE_CHANNEL,
+    client_keepalives,
+    database_now,
+    is_sqlite_url,
+    server_options,
+)
 from ..extensions import db
 from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
@@ -49,7 +56,7 @@ class Scheduler:
         self.tick_app = tick_app or app
         self.tick_app.extensions["soloist.plugin_app"] = app
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
-                                           server_options(cfg))
+                                           server_options(cfg), client_keepalives(cfg))
         self.leadership = Leadership(
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
         )
@@ -72,6 +79,7 @@ class Scheduler:
         self.failures = 0  # failed loop iterations in a row
         self.watch = Watch(self.tick_app, self.locks.name)  # ops.no_leader, dead-man's switch
         self.next_ping: float | None = None
+        self.step_started: float | None = None  # monotonic start of the step in hand
 
     @property
     def alive(self) -> bool:
@@ -86,6 +94,9 @@ class Scheduler:
         down = self.leadership.offline_for()
         if down > self.stale_seconds:
             found.append(f"lock session down for {down:.0f} s")
+        started = self.step_started
+        if started is not None and time.monotonic() - started > self.stale_seconds / 2:
+            found.append(f"scheduler stuck in one step for {time.monotonic() - started:.0f} s")
         return found
 
     def request_stop(self) -> None:
@@ -117,7 +128,11 @@ class Scheduler:
         log.info("scheduler started as %s", self.locks.name)
         while not self._stopping.is_set():
             try:
-                delay = self.step()
+                self.step_started = time.monotonic()
+                try:
+                    delay = self.step()
+                finally:
+                    self.step_started = None
                 if not self._stopping.is_set():
                     self.wait(delay)
                 self.failures = 0
@@ -166,7 +181,8 @@ class Scheduler:
     def step(self) -> float:
         """Do what is due now; return seconds until the next thing to do."""
         if not self.leadership.ensure_connected():
-            self._record_pending()
+            if self.leadership.refused:  # the database is up, the lock session refused there
+                self._record_pending()
             return max(self.leadership.retry_in(), RECONNECT_MIN)
         try:
             self._check_budget_once()
@@ -181,23 +197,27 @@ class Scheduler:
         return self._sleep_for()
 
     def _lose_all(self, reason: str) -> None:
+        """Drop every key; the events are written when the lock session is back (at once,
+        if the database is up: the next step reconnects), never through a connection that
+        may hang on a vanished server first."""
         self.leadership.lose_all(reason)
-        self._record_pending()
 
     def _record_pending(self) -> None:
         """Write lost-leadership events now, through the ticks' connections.
 
-        The lock session is down, but the database may well be up: the history should say
-        "lost" now, not at the next reconnect. If it is down too, they wait for it.
+        The lock session is refused (a pooler in its way) while the database is up: the
+        history should say "lost" now, not once someone mends the settings.
         """
         pending = self.leadership.take_pending()
         if not pending:
             return
         with self.tick_app.app_context():
             try:
+                stamp = database_now()  # for an event whose database time is unknown
                 db.session.add_all(
                     LeaderEvent(key=key, kind=kind, term=term, holder=holder, detail=detail,
-                                at=at) for key, kind, term, holder, detail, at in pending)
+                                at=at or stamp)
+                    for key, kind, term, holder, detail, at in pending)
                 db.session.commit()
             except Exception:  # the database is away as well: the lock session writes later
                 db.session.rollback()

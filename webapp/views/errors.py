@@ -4,7 +4,8 @@ from contextlib import suppress
 
 from flask import Flask, current_app, jsonify, render_template, request
 from flask_wtf.csrf import CSRFError
-from sqlalchemy.exc import DataError, SQLAlchemyError
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.exc import DataError, InterfaceError, OperationalError, SQLAlchemyError
 from werkzeug import routing
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
@@ -21,7 +22,11 @@ MESSAGES = {
     422: "Some of what was sent is not valid.",
     429: "Too many requests; wait a little and try again.",
     500: "Something went wrong on our side. It has been logged.",
+    503: "The database cannot be reached right now.",
 }
+# the database is away (cut off, restarting, failing over) or its pool has no connection free
+UNREACHABLE = (OperationalError, InterfaceError, sa_exc.TimeoutError, sa_exc.DisconnectionError)
+RETRY_AFTER = "5"
 
 
 def wants_json() -> bool:
@@ -92,6 +97,21 @@ def init_app(app: Flask) -> None:
         # e.g. an id in the URL beyond the column's range: nothing can be there
         db.session.rollback()
         return render_error(404)
+
+    def unreachable(error: Exception):
+        # a 503 the client may retry, rendered without reading the database (not the user)
+        app.logger.warning("database unreachable on %s %s: %s", request.method, request.path,
+                           type(error).__name__)
+        with suppress(SQLAlchemyError):
+            db.session.rollback()
+        headers = {"Retry-After": RETRY_AFTER, "Cache-Control": "no-store"}
+        if wants_json():
+            return jsonify(error=MESSAGES[503], detail=MESSAGES[503]), 503, headers
+        page = render_template("errors/unavailable.html", message=MESSAGES[503])
+        return page, 503, headers
+
+    for kind in UNREACHABLE:
+        app.register_error_handler(kind, unreachable)
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):
