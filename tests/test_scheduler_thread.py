@@ -175,3 +175,31 @@ def test_a_killed_leader_shows_as_ended_with_how_long_it_held(app):
     assert ended.term == 1 and ended.holder.startswith(f"soloist:doomed:{doomed.pid}:")
     assert ended.held_for_s is not None and ended.held_for_s >= 0
     assert [c.kind for c in history] == ["acquired", "ended", "acquired"]
+
+
+def test_readyz_fails_while_the_scheduler_is_stuck_in_one_step_and_recovers_after(app):
+    app.config["LEADER_STALE_SECONDS"] = 2.0
+    stuck, release = [], __import__("threading").Event()
+    running = Scheduler(app, tick_app=_tick_app(app.config["SQLALCHEMY_DATABASE_URI"]))
+    real = running.ticks[PUBLISH.value]
+
+    def tick_that_hangs(*args, **kwargs):  # as a read on a dead socket would, once
+        if not stuck:
+            stuck.append(True)
+            release.wait(30)
+        return real(*args, **kwargs)
+
+    running.ticks[PUBLISH.value] = tick_that_hangs
+    running.start()
+    try:
+        wait_for(lambda: stuck, 10, "the publish tick to hang")
+        problems = wait_for(running.problems, 5, "readyz to notice the stuck scheduler")
+        assert any("scheduler stuck in one step" in p for p in problems)
+        release.set()
+        wait_for(lambda: running.problems() == [], 5, "the scheduler to be ready again")
+    finally:
+        release.set()
+        running.stop(10)
+        running.locks.close()
+        with running.tick_app.app_context():
+            db.engine.dispose()
