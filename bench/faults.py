@@ -25,9 +25,30 @@ version), and prints the measured value beside the issue's target:
   be published once, never early, received under one delivery id (waiting up to
   --receipt-wait s after the run, asking the webhooks `deliver` timer to run now).
 
-    .venv/bin/python bench/faults.py [--only freeze,load,restart,term,chaos]
-        [--burst 1500] [--load-seconds 60] [--downtimes 1,3,10] [--term-trials 5]
-        [--chaos-seconds 90] [--receipt-wait 90] [--seed N]
+- partition: the publish leader's instance runs in a network namespace (tests/netfault.py);
+  --partition-posts posts fall due over --partition-spread s while a blackhole cuts it from
+  PostgreSQL for --partition-seconds s (both directions, no reset); a standby in the root
+  namespace. Posts late (max), posts twice, the longest web request to the cut host,
+  workers standing by after the heal, /readyz 200s while stuck, the server's sessions of
+  the cut host (tests/partition.py). LEADER_STALE_SECONDS is --stale.
+- failover: a primary and its streaming replica, the fleet on the multi-host URL
+  (target_session_attrs=read-write); --failover-posts posts over --failover-spread s; a
+  third of the way in, the primary stops with -m immediate and the replica is promoted 2 s
+  later (tests/failover.py). Both keys led after the promotion, each post once, one
+  webhook-id per post at the receiver.
+- lossy: the same, with the primary's walsenders SIGSTOPped 1.2 s before the hard stop (the
+  last commits never reach the replica).
+- standby: after a failover, the old primary comes back as a standby of the new one (fresh
+  pg_basebackup, read-only); the app's sessions on it 10 s after it accepts connections.
+- pooler: DATABASE_CONNECTION_POOL_URL through a real PgBouncer in transaction mode;
+  --pooler-posts posts over 20 s published and delivered, publish lag p99, three timer
+  "run now"s started ≤ 2 s, --kill-trials SIGKILLs of the publish leader's host (p95).
+
+    .venv/bin/python bench/faults.py [--only freeze,load,restart,term,chaos,partition,
+        failover,lossy,standby,pooler] [--burst 1500] [--load-seconds 60] [--downtimes 1,3,10]
+        [--term-trials 5] [--chaos-seconds 90] [--receipt-wait 90] [--seed N] [--stale 10]
+        [--partition-seconds 30] [--partition-posts 200] [--partition-spread 40]
+        [--failover-posts 300] [--failover-spread 60] [--pooler-posts 200] [--kill-trials 5]
 """
 
 import argparse
@@ -41,20 +62,28 @@ from common import log, percentile, report, run_main, table
 
 from tests.chaos import FLEET_ENV, SECRET, Chaos
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, wait_for
+from tests.failover import app_sessions_after, run_failover
 from tests.faultkit import FaultFleet
-from tests.pgserver import PgServer
+from tests.netfault import Netns
+from tests.partition import run_partition, start_partition_fleet
+from tests.pgbouncer import PgBouncer
+from tests.pgserver import PgServer, multi_host_url
 from tests.scenarios import (
+    HookReceiver,
+    await_receipts,
     freeze_when_burst_starts,
     handover_after,
     keys_led_by_workers,
     load_paths,
     open_transactions,
     p99,
+    subscribe,
     upload_to,
 )
 from tests.traffic import WebhookReceiver, WebLoad
 
-ROWS = ("freeze", "load", "restart", "term", "chaos")
+ROWS = ("freeze", "load", "restart", "term", "chaos", "partition", "failover", "lossy",
+        "standby", "pooler")
 
 
 class Row:
@@ -275,6 +304,188 @@ def chaos_row(pg: PgServer, args: argparse.Namespace) -> Row:
     return row
 
 
+# --- partition ------------------------------------------------------------------------------
+
+def partition_row(_pg: PgServer, args: argparse.Namespace) -> Row:
+    stale = args.stale
+    row = Row(f"publish leader's host partitioned {args.partition_seconds:g} s, "
+              f"{args.partition_posts} posts due over {args.partition_spread:g} s",
+              f"late ≤ {stale + 5:g} s, 0 twice; requests ≤ {stale:g} s; sessions gone, "
+              f"standing by ≤ 10 s after heal; /readyz not 200 while stuck")
+    with Netns() as netns, PgServer("soloist-bench-partition", listen=(netns.db_host,)) as pg:
+        receiver = HookReceiver(netns.web_host).start()
+        fleet = fleet_for(pg, "partition", args, LEADER_STALE_SECONDS=str(stale), **FLEET_ENV)
+        try:
+            host = start_partition_fleet(pg, netns, fleet)
+            subscribe(fleet, receiver)
+            run = run_partition(fleet, netns, host, receiver, args.partition_posts,
+                                args.partition_spread, args.partition_seconds, stale)
+        finally:
+            _close(fleet, row)
+            receiver.close()
+    out = run.outcome
+    slowest = max((r[2] for r in run.requests), default=0.0)
+    rejoin = [s for s in run.rejoined.values() if s is not None]
+    stood = len(rejoin) == len(run.rejoined) and max(rejoin, default=99) <= 10
+    gone = run.sessions_gone
+    row.measured = (f"late max {max(out.lags):.1f} s, {len(out.not_once)} twice, "
+                    f"{len(run.two_ids)} with two ids; takeover {run.takeover or 0:.1f} s; "
+                    f"slowest request {slowest:.1f} s; sessions gone "
+                    f"{'never' if gone is None else f'{gone:.1f} s'}; standing by "
+                    f"{len(rejoin)}/{len(run.rejoined)} (max {max(rejoin, default=0):.1f} s); "
+                    f"/readyz 200 while stuck ×{len(run.readyz_ok_while_stuck)}")
+    row.met = (out.ok and max(out.lags) <= stale + 5 and not run.two_ids and slowest <= stale
+               and gone is not None and gone <= stale + 4 and stood
+               and not run.readyz_ok_while_stuck and not run.not_received)
+    row.notes += [f"requests to the cut host (path, status, s): {run.requests}",
+                  f"its sessions still on the server: {run.lingering[:6]}",
+                  f"outcome: {out}"]
+    return row
+
+
+# --- failover --------------------------------------------------------------------------------
+
+def _failover_pair(args: argparse.Namespace, name: str):
+    """Start a primary with a database, its replica, a receiver and a fleet on both."""
+    primary = PgServer(f"soloist-bench-{name}-a").__enter__()
+    dbname = f"soloist_{name}"
+    primary.create_database(dbname)
+    replica = primary.replica(f"soloist-bench-{name}-b")
+    url = multi_host_url([primary, replica], dbname)
+    receiver = HookReceiver().start()
+    fleet = FaultFleet(primary.url(dbname, scheme="postgres"), args.log_dir, prefix=name[0],
+                       view_url=url, DATABASE_URL=url, LEADER_STALE_SECONDS=str(args.stale),
+                       **FLEET_ENV)
+    return primary, replica, receiver, fleet, dbname
+
+
+def _failover(args: argparse.Namespace, name: str, lossy: bool, standby: bool = False) -> Row:
+    kind = "lossy failover (walsender stopped 1.2 s first)" if lossy else "failover"
+    row = Row(f"primary stopped -m immediate, replica promoted 2 s later, "
+              f"{args.failover_posts} posts over {args.failover_spread:g} s ({kind})",
+              "both keys led ≤ 10 s after promote; each post once; one webhook-id per post")
+    if standby:
+        row = Row("old primary back as a read-only standby",
+                  "no app connection on it 10 s after it accepts connections")
+    primary, replica, receiver, fleet, dbname = _failover_pair(args, name)
+    try:
+        fleet.start(args.instances, args.workers)
+        subscribe(fleet, receiver)
+        run = run_failover(fleet, receiver, primary, replica, args.failover_posts,
+                           args.failover_spread, lossy=lossy)
+        if standby:
+            accepting = primary.rebuild_as_standby_of(replica)
+            sessions = app_sessions_after(primary, dbname, accepting)
+            row.measured = f"{len(sessions)} app sessions on it 10 s on"
+            row.met = not sessions and primary.in_recovery()
+            row.notes.append(f"sessions: {sessions[:6]}")
+            return row
+        _failover_measured(row, run)
+    except Exception as exc:  # a fleet that cannot start on a multi-host URL is a result
+        row.measured = f"{type(exc).__name__}: {str(exc).splitlines()[-1][:160]}"
+    finally:
+        _close(fleet, row)
+        receiver.close()
+        replica.close()
+        primary.close()
+    return row
+
+
+def _failover_measured(row: Row, run) -> None:
+    out = run.outcome
+    led = run.led_after_promote
+    row.measured = (f"keys led {'never' if led is None else f'{led:.1f} s'} after promote; "
+                    f"{len(out.missing)} missing, {len(out.not_once)} twice, "
+                    f"{len(run.two_ids)} with two webhook-ids, {len(run.not_received)} "
+                    f"not received")
+    row.met = (led is not None and led <= 10 and out.ok and not run.two_ids
+               and not run.not_received)
+    row.notes += [f"published before the stop: {run.published_before}; walsenders stopped "
+                  f"{run.lost_window:.1f} s; outcome: {out}",
+                  f"two ids: {dict(list(run.two_ids.items())[:3])}"]
+
+
+def failover_row(_pg: PgServer, args: argparse.Namespace) -> Row:
+    return _failover(args, "failover", lossy=False)
+
+
+def lossy_row(_pg: PgServer, args: argparse.Namespace) -> Row:
+    return _failover(args, "lossy", lossy=True)
+
+
+def standby_row(_pg: PgServer, args: argparse.Namespace) -> Row:
+    return _failover(args, "standby", lossy=False, standby=True)
+
+
+# --- pooler ----------------------------------------------------------------------------------
+
+def pooler_row(pg: PgServer, args: argparse.Namespace) -> Row:
+    row = Row(f"fleet behind PgBouncer (transaction mode), {args.pooler_posts} posts over 20 s",
+              "all published and delivered; lag p99 ≤ 1 s; SIGKILL handover p95 ≤ 5 s; "
+              "timers start ≤ 2 s")
+    dbname = f"soloist_pooler_{int(time.time())}"
+    url = pg.create_database(dbname)
+    directory = Path(tempfile.mkdtemp(prefix="soloist-bench-bouncer-"))
+    with PgBouncer(pg.port, directory) as bouncer:
+        receiver = HookReceiver().start()
+        fleet = FaultFleet(url, args.log_dir, prefix="b", LEADER_STALE_SECONDS=str(args.stale),
+                           DATABASE_CONNECTION_POOL_URL=bouncer.url(dbname), **FLEET_ENV)
+        try:
+            fleet.start(args.instances, args.workers)
+            subscribe(fleet, receiver)
+            _pooler_measure(fleet, receiver, args, row)
+        finally:
+            _close(fleet, row)
+            receiver.close()
+    shutil.rmtree(directory, ignore_errors=True)
+    return row
+
+
+def _pooler_measure(fleet: FaultFleet, receiver: HookReceiver, args: argparse.Namespace,
+                    row: Row) -> None:
+    ids = fleet.schedule("pooled", args.pooler_posts, lead=2.0, spread=20.0)
+    _all_published_within(fleet, ids, time.time(), 40)
+    out = fleet.outcome(ids)
+    missing = await_receipts(receiver, ids, 30)
+    starts = [_timer_start(fleet) for _ in range(3)]
+    kills = []
+    for _ in range(args.kill_trials):
+        while len(fleet.instances) < args.instances:
+            fleet.spawn(args.workers)
+        fleet.wait_settled(90)
+        host, _pid = fleet.leader(PUBLISH_KEY)
+        first = fleet.last_event_id()
+        fleet.retire(host)
+        sent = host.group_signal(signal.SIGKILL)
+        host.stop()
+        kills.append(wait_for(lambda h=host, f=first, s=sent: handover_after(fleet, f, h, s),
+                              60, "a standby to take the publish key"))
+    lag = p99(out.lags) if out.lags else float("nan")
+    late = [s for s in starts if s is None or s > 2]
+    row.measured = (f"{len(ids) - len(out.missing)}/{len(ids)} published, {len(missing)} not "
+                    f"delivered; lag p99 {lag:.2f} s; SIGKILL handover p95 "
+                    f"{percentile(kills, 95):.2f} s; timer starts {starts}")
+    row.met = out.ok and not missing and lag <= 1 and percentile(kills, 95) <= 5 and not late
+    row.notes.append(f"outcome: {out}; handovers {[f'{k:.2f}' for k in kills]}")
+
+
+def _timer_start(fleet: FaultFleet) -> float | None:
+    """Queue a run of the webhooks deliver timer now; return s until it started (None)."""
+    status, body = fleet.api("GET", "/api/timers")
+    timer = next((t for t in body["timers"] if t["action"] == "webhooks.deliver"), None) if (
+        status == 200) else None
+    if timer is None:
+        return None
+    status, body = fleet.api("POST", f"/api/timers/{timer['id']}/run")
+    sql = ("SELECT extract(epoch FROM started_at - queued_at)::float8 FROM timer_runs "
+           "WHERE id = %s AND started_at IS NOT NULL")
+    try:
+        return round(wait_for(lambda: fleet.view.query(sql, (body["run"]["id"],)), 10,
+                              "the run to start", interval=0.05)[0][0], 2)
+    except AssertionError:
+        return None
+
+
 # --- main ----------------------------------------------------------------------------------------
 
 def parse_args() -> argparse.Namespace:
@@ -295,6 +506,15 @@ def parse_args() -> argparse.Namespace:
                         help="s to wait for webhooks after the run (a dead sender's claim "
                              "is retaken after WEBHOOK_TIMEOUT_SECONDS + 60 s)")
     parser.add_argument("--seed", type=int, default=None, help="chaos seed (default: random)")
+    parser.add_argument("--stale", type=float, default=10.0,
+                        help="LEADER_STALE_SECONDS of the partition, failover and pooler rows")
+    parser.add_argument("--partition-seconds", type=float, default=30.0)
+    parser.add_argument("--partition-posts", type=int, default=200)
+    parser.add_argument("--partition-spread", type=float, default=40.0)
+    parser.add_argument("--failover-posts", type=int, default=300)
+    parser.add_argument("--failover-spread", type=float, default=60.0)
+    parser.add_argument("--pooler-posts", type=int, default=200)
+    parser.add_argument("--kill-trials", type=int, default=5)
     args = parser.parse_args()
     args.only = [r for r in args.only.split(",") if r]
     unknown = set(args.only) - set(ROWS)
@@ -340,7 +560,9 @@ def run_rows(name: str, runners: dict, args: argparse.Namespace, title: str,
 def main() -> None:
     args = parse_args()
     runners = {"freeze": freeze_row, "load": load_row, "restart": restart_row,
-               "term": term_row, "chaos": chaos_row}
+               "term": term_row, "chaos": chaos_row, "partition": partition_row,
+               "failover": failover_row, "lossy": lossy_row, "standby": standby_row,
+               "pooler": pooler_row}
     run_rows("faults", runners, args, f"Faults ({args.instances} instances × {args.workers} "
              f"workers, default settings, chaos seed {args.seed})", "fault")
 

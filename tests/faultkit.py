@@ -185,7 +185,10 @@ class Outcome:
 class FaultFleet:
     """gunicorn instances (GroupInstance) on one migrated database, with an admin token."""
 
-    def __init__(self, url: str, log_dir: Path, prefix: str = "f", **env: str) -> None:
+    def __init__(self, url: str, log_dir: Path, prefix: str = "f", view_url: str | None = None,
+                 **env: str) -> None:
+        """Migrate url (one host) and make an admin; view_url (default url) is what the
+        fleet's own reads go through: a multi-host URL follows a failover."""
         self.url = url
         self.dbname = url.rsplit("/", 1)[1]
         self.log_dir = log_dir
@@ -198,16 +201,17 @@ class FaultFleet:
         flask_cmd(admin_env, "db", "upgrade")
         flask_cmd(admin_env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
         self.token = flask_cmd(admin_env, "create-token", ADMIN).stdout.split()[-1]
-        self.view = View(url)
+        self.view = View((view_url or url).replace("postgres://", "postgresql://", 1))
 
     # --- instances ------------------------------------------------------------------------
 
-    def spawn(self, workers: int = 2, **env: str) -> GroupInstance:
-        """Start one more instance (a new name) with the fleet's settings plus env."""
+    def spawn(self, workers: int = 2, kind=GroupInstance, **env: str) -> GroupInstance:
+        """Start one more instance (a new name) with the fleet's settings plus env
+        (DATABASE_URL among them overrides the fleet's); kind makes the instance."""
         self.count += 1
         settings = {**self.env, **env}
-        instance = GroupInstance(f"{self.prefix}{self.count}", self.url, workers=workers,
-                                 log_dir=self.log_dir, **settings)
+        instance = kind(f"{self.prefix}{self.count}", self.url, workers=workers,
+                        log_dir=self.log_dir, **settings)
         instance.workers = workers
         self.instances.append(instance.start())
         return instance
@@ -244,8 +248,30 @@ class FaultFleet:
                 and all(k in holders and pid_of(holders[k]) in workers for k in KEYS))
 
     def wait_settled(self, timeout: float = 60) -> None:
-        wait_for(lambda: self.view.quiet(self.settled), timeout,
-                 "every worker's lock session and both keys held", interval=0.05)
+        """Wait until settled(); fail at once, with its log, if an instance has exited."""
+        def settled() -> bool:
+            self.check_running()
+            return self.view.quiet(self.settled)
+
+        wait_for(settled, timeout, "every worker's lock session and both keys held",
+                 interval=0.05)
+
+    def check_running(self) -> None:
+        """Raise with the end of its log if an instance meant to serve has exited."""
+        for inst in self.instances:
+            if inst.proc is not None and inst.proc.poll() is not None:
+                tail = "\n".join(inst.read_log().splitlines()[-15:])
+                raise AssertionError(f"instance {inst.name} exited with {inst.proc.returncode}"
+                                     f":\n{tail}")
+
+    def sessions_of(self, instance: GroupInstance) -> list[tuple[str, str, str]]:
+        """Return (application_name, state, backend start) of every connection the server
+        has for instance, whatever its role (soloist[-role]:<instance>:<pid>)."""
+        rows = self.view.query(
+            "SELECT application_name, coalesce(state, ''), backend_start::text "
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name LIKE 'soloist%'")
+        return [row for row in rows if self.instance_of(row[0]) is instance]
 
     def leader(self, key: int = PUBLISH_KEY) -> tuple[GroupInstance, int]:
         """Return the instance and worker pid leading key now."""

@@ -5,14 +5,19 @@ upload or aim any API request at it, the pages of a web load, and what to look a
 afterwards: who leads, when a standby took over, which workers answered /readyz.
 """
 
+import contextlib
+import json
 import math
 import signal
+import threading
 import time
 from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from typing import TypeVar
 
 from tests.cluster import PUBLISH_KEY, pid_of, wait_for
 from tests.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
+from tests.receiver import Receiver
 from tests.traffic import ApiRequest, SlowUpload, serving_pid
 
 Aimable = TypeVar("Aimable", SlowUpload, ApiRequest)
@@ -140,3 +145,54 @@ def handover_after(fleet: FaultFleet, first: int, leaving: GroupInstance,
         if kind == "acquired" and key == PUBLISH_KEY and not leaving.owns(holder):
             return at - sent
     return None
+
+
+# --- what a webhook receiver sees ----------------------------------------------------------
+
+class HookReceiver(Receiver):
+    """tests/receiver.Receiver on an address of choice (a veth end a namespace reaches)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__()
+        self.server.server_close()
+        self.server = ThreadingHTTPServer((host, 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.url = f"http://{host}:{self.server.server_port}/hook"
+
+    def ids_by_post(self) -> dict[int, set[str]]:
+        """Return {post id: the webhook-id headers it arrived under} (post.published)."""
+        found: dict[int, set[str]] = {}
+        for request in self.received():
+            try:
+                post_id = json.loads(request.body)["data"]["post_id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            found.setdefault(post_id, set()).add(headers.get("webhook-id", ""))
+        return found
+
+
+def subscribe(fleet: FaultFleet, receiver: HookReceiver) -> None:
+    """Subscribe receiver to post.published through the admin API."""
+    status, body = fleet.api("POST", "/api/webhooks", {
+        "url": receiver.url, "events": ["post.published"], "secret": "fault-receiver-secret-0123"})
+    assert status == 201, f"could not subscribe the receiver: {status} {body}"
+
+
+def await_receipts(receiver: HookReceiver, ids: list[int], timeout: float) -> list[int]:
+    """Wait up to timeout s for every post of ids to reach receiver; return those that did
+    not."""
+    def missing() -> list[int]:
+        got = receiver.ids_by_post()
+        return [i for i in ids if i not in got]
+
+    with contextlib.suppress(AssertionError):
+        wait_for(lambda: not missing(), timeout, "every post at the receiver", interval=0.2)
+    return missing()
+
+
+def two_ids(receiver: HookReceiver, ids: list[int]) -> dict[int, set[str]]:
+    """Return the posts of ids that reached receiver under more than one webhook-id."""
+    return {i: found for i, found in receiver.ids_by_post().items()
+            if i in ids and len(found) > 1}

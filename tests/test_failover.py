@@ -1,0 +1,91 @@
+"""The primary is lost and its streaming replica promoted, under a fleet on a multi-host URL.
+
+One primary (A) and one streaming replica (B), both throwaway servers (tests/pgserver.py);
+two instances x two workers with DATABASE_URL naming both hosts and
+target_session_attrs=read-write, and a webhook receiver. The tests run in order on the same
+servers: A fails over to B; A comes back as a standby of B; B fails over to A, losing
+its last commits (its walsender stopped first).
+"""
+
+import pytest
+
+from tests.chaos import FLEET_ENV
+from tests.cluster import wait_for
+from tests.failover import app_sessions_after, run_failover
+from tests.faultkit import FaultFleet
+from tests.pgserver import multi_host_url, throwaway_server
+from tests.scenarios import HookReceiver, subscribe
+
+pytestmark = pytest.mark.slow
+
+LED = 10.0  # s from the promotion until both keys are led again
+DB = "soloist_failover"
+
+
+@pytest.fixture(scope="module")
+def servers():
+    """[A, B]: a primary and its streaming replica."""
+    with throwaway_server("soloist-failover-a", "the failover tests") as primary:
+        primary.create_database(DB)
+        replica = primary.replica("soloist-failover-b")
+        try:
+            yield [primary, replica]
+        finally:
+            replica.close()
+
+
+@pytest.fixture(scope="module")
+def fleet(servers, tmp_path_factory):
+    """(fleet, receiver): the module's fleet on the multi-host URL of A and B."""
+    url = multi_host_url(servers, DB)
+    fleet = FaultFleet(servers[0].url(DB, scheme="postgres"), tmp_path_factory.mktemp("fo"),
+                       prefix="o", view_url=url, DATABASE_URL=url, LEADER_STALE_SECONDS="4",
+                       **FLEET_ENV)
+    receiver = HookReceiver().start()
+    try:
+        fleet.start(2, workers=2)
+        subscribe(fleet, receiver)
+        yield fleet, receiver
+    finally:
+        left = fleet.close()
+        receiver.close()
+    assert not left, f"processes left running: {left}"
+
+
+def _assert_every_post_once_under_one_id(run) -> None:
+    assert run.outcome.ok, str(run.outcome)
+    assert not run.not_received, f"posts never received: {run.not_received[:20]}"
+    assert not run.two_ids, (
+        f"{len(run.two_ids)} posts reached the receiver under two webhook-ids (published "
+        f"{run.published_before} before the stop, walsenders stopped {run.lost_window:.1f} s):"
+        f" {dict(list(run.two_ids.items())[:5])}")
+
+
+def test_a_promoted_replica_takes_over_and_every_post_goes_out_once(servers, fleet):
+    fleet_, receiver = fleet
+    primary, replica = servers
+    run = run_failover(fleet_, receiver, primary, replica, posts=40, spread=20.0)
+    assert run.led_after_promote is not None and run.led_after_promote <= LED, (
+        f"both keys led {run.led_after_promote} s after the promotion (target ≤ {LED:g} s)")
+    _assert_every_post_once_under_one_id(run)
+
+
+def test_the_old_primary_back_as_a_standby_keeps_no_app_connection(servers, fleet):
+    fleet_, _receiver = fleet
+    old, new = servers
+    accepting = old.rebuild_as_standby_of(new)
+    ids = fleet_.schedule("standby", 10, lead=1.0, spread=8.0)  # work goes on meanwhile
+    sessions = app_sessions_after(old, DB, accepting, after=10.0)
+    assert old.in_recovery(), "the old primary is not read-only"
+    assert not sessions, f"app connections on the read-only old primary 10 s on: {sessions}"
+    wait_for(lambda: fleet_.published(ids) == len(ids), 15, "the posts due meanwhile")
+    assert fleet_.outcome(ids).ok, str(fleet_.outcome(ids))
+
+
+def test_a_lossy_failover_still_gives_each_post_one_webhook_id(servers, fleet):
+    fleet_, receiver = fleet
+    standby, primary = servers  # after the tests above: B leads, A follows it
+    run = run_failover(fleet_, receiver, primary, standby, posts=40, spread=20.0, lossy=True)
+    assert run.led_after_promote is not None and run.led_after_promote <= LED, (
+        f"both keys led {run.led_after_promote} s after the promotion (target ≤ {LED:g} s)")
+    _assert_every_post_once_under_one_id(run)
