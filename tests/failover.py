@@ -43,12 +43,14 @@ def caught_up(primary: PgServer, replica: PgServer) -> bool:
 
 def run_failover(fleet: FaultFleet, receiver: HookReceiver, primary: PgServer,
                  replica: PgServer, posts: int, spread: float, lossy: bool = False,
-                 gap: float = 2.0, loss: float = 1.2, led_within: float = 10.0) -> FailoverRun:
+                 gap: float = 2.0, loss: float = 1.2, led_within: float = 10.0,
+                 prefix: str = "") -> FailoverRun:
     """Schedule posts over spread s; a third of the way in, lose primary; promote replica
     gap s later; wait for both keys led (up to led_within s), the posts and the receipts."""
     run = FailoverRun(lossy=lossy)
     wait_for(lambda: caught_up(primary, replica), 30, "the replica to catch up")
-    ids = fleet.schedule("failover", posts, lead=2.0, spread=spread)
+    ids = fleet.schedule(prefix or ("lossy" if lossy else "failover"), posts, lead=2.0,
+                         spread=spread)
     third = max(posts // 3, 1)
     wait_for(lambda: fleet.published(ids) >= third, spread + 10, f"{third} posts published",
              interval=0.05)
