@@ -93,7 +93,8 @@ def published_event(now: datetime = T0) -> HookEvent:
     db.session.commit()
     publish.tick(now)
     event = db.session.scalar(sa.select(OutboxEvent))
-    return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at)
+    return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at,
+                     event.dedupe_key)
 
 
 def at(moment: datetime):
@@ -125,7 +126,10 @@ def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
     assert headers["X-Soloist-Signature"] == signature(body)
     assert headers["Content-Type"] == "application/json"
     sent = json.loads(body)
-    assert sent["event_id"] == event.id and sent["data"]["slug"] == "hello"
+    # ids named from what happened (the post's transition), not from the outbox's sequence
+    assert sent["event_id"] == webhooks.event_uuid(event.key) and sent["data"]["slug"] == "hello"
+    assert delivery.delivery_id == webhooks.delivery_uuid(
+        event.key, db.session.get(WebhookEndpoint, delivery.endpoint_id))
     assert sent["delivery"] == delivery.delivery_id
 
 

@@ -147,13 +147,18 @@ class RunContext:
 
 @dataclass(frozen=True)
 class HookEvent:
-    """An outbox event handed to a hook; id is stable across redeliveries."""
+    """An outbox event handed to a hook; id is stable across redeliveries.
+
+    key names what happened (the outbox row's dedupe_key): unlike id, a sequence number,
+    it stays the same when a lossy failover makes the database redo the event.
+    """
 
     id: int
     topic: str
     post_id: int | None
     payload: dict
     created_at: datetime
+    key: str | None = None
 
 
 class Plugin:

@@ -56,13 +56,15 @@ def new_claim() -> str:
 def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | None = None) -> int:
     """Turn unprocessed outbox events into the enabled plugins' hook deliveries; return how many.
 
-    also(events) adds more rows for the same (id, topic) events in the same transaction.
+    also(events) adds more rows for the same (id, topic, payload, created_at, key) events in
+    the same transaction.
     Finding none leaves the caller's read transaction open (it holds no row lock).
     """
     hooked = {name: set(p.hooks) for name, p in registry.plugins().items()
               if name in enabled and p.hooks}
     events = db.session.execute(for_update_skip_locked(
-        sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at)
+        sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at,
+                  OutboxEvent.dedupe_key.label("key"))
         .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(FANNED_OUT))
         .order_by(OutboxEvent.id).limit(FAN_OUT_BATCH))).all()
     if not events:
@@ -138,7 +140,7 @@ def _start(delivery_id: int, token: str, at: datetime) -> HookEvent | None:
         sa.select(OutboxEvent).join(HookDelivery, HookDelivery.event_id == OutboxEvent.id)
         .where(HookDelivery.id == delivery_id))
     found = event and HookEvent(event.id, event.topic, event.post_id, dict(event.payload or {}),
-                                event.created_at)
+                                event.created_at, event.dedupe_key)
     db.session.rollback()  # plugin code runs with no transaction and no connection held
     return found
 

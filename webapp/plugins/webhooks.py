@@ -2,7 +2,10 @@
 
 Fan out, then send. The plugin leader writes one delivery per subscribed endpoint
 in the same transaction that marks the outbox event processed (enqueue_events),
-with a fixed body and a delivery id that stays the same across retries. Senders
+with a fixed body and a delivery id that stays the same across retries. The ids come
+from what happened (event_key: the post, its transition and version; an alert's
+occurrence), never from a sequence, so a publication that a lossy failover undid and
+the new primary redid carries the same webhook-id and event_id, and the receiver drops it. Senders
 work per endpoint (send_endpoint, one worker thread each), so a slow or dead
 receiver delays only itself. Each attempt is a claim: the delivery is marked
 sending with a fresh claim token and the leader's term, and counted. Every write
@@ -17,10 +20,11 @@ An endpoint's payload_format "slack" gets Slack's {"text": ...} instead of the e
 as JSON, signed the same way. ops.webhook_failing about an endpoint never goes to it.
 """
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -33,6 +37,8 @@ from .base import Plugin, RunContext
 from .hooks import new_claim
 from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
 
+# uuid5 namespace of Soloist's webhook ids (fixed forever: receivers keep the ids they saw)
+ID_NAMESPACE = uuid.UUID("7d0f4b8e-3c1a-5e2b-9f64-a1c2d3e4f501")
 LEASE_MARGIN = 10.0  # seconds past the send's timeout before its claim may be taken again
 
 plugin = Plugin("webhooks", "Webhooks",
@@ -53,14 +59,14 @@ def deliver(ctx: RunContext) -> str:
 def enqueue_events(events: Iterable) -> int:
     """Add one delivery per active endpoint subscribed to each event (no commit).
 
-    events are outbox rows or HookEvents (id, topic, payload, created_at).
+    events are outbox rows or HookEvents (id, topic, payload, created_at, key). Two
+    events with the same key are one event: its second delivery is not written.
     """
     endpoints = list(db.session.scalars(sa.select(WebhookEndpoint).where(WebhookEndpoint.active)))
     rows = [_row(event, endpoint) for event in events for endpoint in endpoints
             if event.topic in endpoint.events and not _about(event, endpoint)]
-    if rows:
-        db.session.execute(insert_ignoring_conflicts(WebhookDelivery, ["endpoint_id",
-                                                                       "event_id"]), rows)
+    if rows:  # no conflict target: (endpoint, event) and the derived delivery id alike
+        db.session.execute(insert_ignoring_conflicts(WebhookDelivery, None), rows)
     return len(rows)
 
 
@@ -70,9 +76,35 @@ def _about(event: object, endpoint: WebhookEndpoint) -> bool:
             and (event.payload or {}).get("endpoint_id") == endpoint.id)
 
 
+def event_key(event: object) -> str:
+    """Return the name of what the event says happened, the source of its webhook ids.
+
+    The outbox row's dedupe key (a post's transition, an alert's occurrence: every row
+    written since keys exist has one). A row without one (older, or written by hand) is
+    named by its id, time and payload: stable across its retries and redeliveries.
+    """
+    key = getattr(event, "key", None)
+    if key:
+        return key
+    payload = json.dumps(event.payload or {}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:32]
+    return f"outbox:{event.id}:{event.created_at.astimezone(UTC).isoformat()}:{digest}"
+
+
+def event_uuid(key: str) -> str:
+    """Return the event id a body carries: the same for every endpoint and every redo."""
+    return str(uuid.uuid5(ID_NAMESPACE, key))
+
+
+def delivery_uuid(key: str, endpoint: WebhookEndpoint) -> str:
+    """Return the delivery id (X-Soloist-Delivery, webhook-id) of an event to an endpoint."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"{key}|endpoint:{endpoint.id}:{endpoint.url}"))
+
+
 def _row(event: object, endpoint: WebhookEndpoint) -> dict:
-    delivery_id = str(uuid.uuid4())
-    body = {"delivery": delivery_id, "event": event.topic, "event_id": event.id,
+    key = event_key(event)
+    delivery_id = delivery_uuid(key, endpoint)
+    body = {"delivery": delivery_id, "event": event.topic, "event_id": event_uuid(key),
             "created_at": event.created_at.isoformat(), "data": event.payload}
     if endpoint.payload_format == "slack":  # Slack's incoming webhooks read "text" only
         body = {"text": alerts.text(event.topic, dict(event.payload or {}))}
