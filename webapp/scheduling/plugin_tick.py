@@ -17,6 +17,8 @@ never drifts the schedule.
 """
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -41,6 +43,20 @@ log = logging.getLogger("soloist.timers")
 
 BLOCKED_RECHECK = timedelta(seconds=1)  # due work waits for a free worker or a hook batch
 CLAIM_BATCH = 100
+BUDGET_SHARE = 4  # a tick works at most LEADER_STALE_SECONDS / 4, then says "due now"
+monotonic = time.monotonic  # the budget's clock (tests move it)
+
+
+def budget() -> Callable[[], bool]:
+    """Return a test of whether this tick has used its time: well under LEADER_STALE_SECONDS.
+
+    The runner heartbeats between ticks only, so a healthy leader with a long backlog
+    (a hundred due slots, each claim a commit) must hand back before a follower sees its
+    heartbeat as stale and evicts it; it is called again at once.
+    """
+    limit = float(current_app.config.get("LEADER_STALE_SECONDS", 10.0)) / BUDGET_SHARE
+    deadline = monotonic() + limit
+    return lambda: monotonic() >= deadline
 
 
 def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime | None:
@@ -66,6 +82,7 @@ def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime
 
 def _work(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> datetime:
     """Do the plugin work due at now, step by step; return when the next is due."""
+    over = budget()
     done = {"abandoned": settle_orphans(now, lead),
             "timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
     if done["timed out"]:
@@ -73,7 +90,7 @@ def _work(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> dateti
     more = False
     if not is_frozen("timers"):  # frozen: no run starts; hooks and deliveries go on
         done["started"] = start_queued(now, instance, lead, enabled)
-        claimed, more = claim_due(now, instance, lead, enabled)
+        claimed, more = claim_due(now, instance, lead, enabled, over)
         done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
     done["hook batches"] = delivery_tick.start_hook_batches(now, instance, lead, enabled)
@@ -173,11 +190,17 @@ def start_queued(now: datetime, instance: str, lead: Lead, enabled: set[str]) ->
     return started
 
 
-def claim_due(now: datetime, instance: str, lead: Lead,
-              enabled: set[str]) -> tuple[int, bool]:
-    """Claim every due slot (up to a batch); return (runs started, more left to do)."""
+def claim_due(now: datetime, instance: str, lead: Lead, enabled: set[str],
+              over: Callable[[], bool] = lambda: False) -> tuple[int, bool]:
+    """Claim every due slot (up to a batch, or until over()); return (runs started, more left).
+
+    over() is asked before each claim: the first claim is always made, so a tick makes
+    progress however slow the database is.
+    """
     started = claims = 0
     while claims < CLAIM_BATCH:
+        if claims and over():
+            return started, True  # out of time: the runner heartbeats and calls again
         timer = db.session.scalar(for_update_skip_locked(
             sa.select(Timer).where(Timer.next_run_at <= now, ~Timer.paused,
                                    Timer.plugin.in_(enabled))
