@@ -16,7 +16,7 @@ from webapp.leadership.keys import PLUGINS
 from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
-from webapp.plugins.endpoints import create_webhook
+from webapp.plugins.endpoints import create_webhook, redeliver
 from webapp.plugins.fence import Lead
 from webapp.scheduling import delivery_tick, workers
 from webapp.scheduling.runner import Scheduler
@@ -181,3 +181,63 @@ def test_one_failed_attempt_does_not_hold_up_the_endpoint(allowed, healthy):
         endpoint = db.session.get(WebhookEndpoint, endpoint_id)
         assert endpoint.retry_at is None and endpoint.failures == 0
         assert event.id != second.id
+
+
+def _second_delivery(endpoint_id: int) -> None:
+    second = OutboxEvent(topic="post.published", payload={"slug": "hi-2"}, created_at=T0,
+                         processed_at=T0)
+    db.session.add(second)
+    db.session.commit()
+    webhooks.enqueue(HookEvent(second.id, second.topic, None, second.payload, T0))
+
+
+def test_two_senders_failing_at_once_both_count_toward_the_endpoints_failures(
+        allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        _second_delivery(endpoint_id)
+        first = webhooks.claim_next(endpoint_id, T0, Lead())
+        second = webhooks.claim_next(endpoint_id, T0, Lead())
+        engine, ran = db.engine, []
+
+        def other_sender(_conn, _cursor, statement, *_args) -> None:
+            """The other sender records its failure while this one has read the count."""
+            if not ran and statement.lstrip().startswith("SELECT") and (
+                    "FROM webhook_endpoints" in statement):
+                ran.append(True)
+                thread = threading.Thread(target=record_in_own_context, args=(second,))
+                thread.start()
+                thread.join(10)
+
+        def record_in_own_context(claim) -> None:
+            with make_app(allowed.config["SQLALCHEMY_DATABASE_URI"]).app_context():
+                webhook_sends.record(claim, 500, "HTTP 500", False, T0)
+                db.session.remove()
+                db.engine.dispose()
+
+        sa.event.listen(engine, "after_cursor_execute", other_sender)
+        try:
+            webhook_sends.record(first, 500, "HTTP 500", False, T0)
+        finally:
+            sa.event.remove(engine, "after_cursor_execute", other_sender)
+        if not ran:  # this sender read nothing first: the other records after it
+            record_in_own_context(second)
+        db.session.rollback()
+        assert db.session.get(WebhookEndpoint, endpoint_id).failures == 2
+
+
+def test_a_redelivery_of_a_delivery_in_flight_supersedes_that_attempt(allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        in_flight = webhooks.claim_next(endpoint_id, T0, Lead())
+        delivery = db.session.get(WebhookDelivery, in_flight.delivery_id)
+        redeliver(delivery, now=T0 + timedelta(seconds=1))
+        assert webhook_sends.record(in_flight, 500, "late", False, T0) == "stale"
+        db.session.rollback()
+        again = db.session.get(WebhookDelivery, in_flight.delivery_id)
+        assert (again.status, again.attempts, again.claim, again.last_error) == (
+            "pending", 0, "", "")
+        sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, lead=Lead())
+        assert sent["delivered"] == 1
+        [request] = healthy.received()
+        assert request.headers["X-Soloist-Delivery"] == again.delivery_id

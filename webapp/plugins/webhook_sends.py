@@ -137,15 +137,22 @@ def record(claim: Claim, status: int | None, error: str, final: bool, at: dateti
 
 
 def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
-    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
-    endpoint.last_attempt_at = at
+    """Count the attempt into the endpoint's health, in one UPDATE each (no read first).
+
+    Senders of one endpoint may record at once (an abandoned one and its successor):
+    failures = failures + 1 in the statement, so no failure is lost to a concurrent write.
+    """
+    endpoint = sa.update(WebhookEndpoint).where(WebhookEndpoint.id == endpoint_id)
     if not error:
-        endpoint.failures, endpoint.last_error, endpoint.retry_at = 0, "", None
+        db.session.execute(endpoint.values(last_attempt_at=at, failures=0, last_error="",
+                                           retry_at=None))
         return
-    endpoint.failures += 1
-    endpoint.last_error = error[:500]
-    if endpoint.failures == FAILING_AFTER:  # it turns failing: once per failing spell
-        alerts.webhook_failing(endpoint.id, endpoint.url, endpoint.failures,
-                               endpoint.last_error, at)
-    if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
-        endpoint.retry_at = at + retry_delay(endpoint.failures - FAILING_AFTER + 1)
+    failures, url = db.session.execute(
+        endpoint.values(last_attempt_at=at, failures=WebhookEndpoint.failures + 1,
+                        last_error=error[:500])
+        .returning(WebhookEndpoint.failures, WebhookEndpoint.url)).one()
+    if failures == FAILING_AFTER:  # it turns failing: once per failing spell
+        alerts.webhook_failing(endpoint_id, url, failures, error[:500], at)
+    if failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
+        db.session.execute(endpoint.values(
+            retry_at=at + retry_delay(failures - FAILING_AFTER + 1)))
