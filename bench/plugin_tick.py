@@ -143,7 +143,7 @@ def run_ticks(app, bench: Bench, clock: Statements, now, rounds: int, new: int) 
         with app.app_context():
             clock.take()
             started = time.perf_counter()
-            plugin_tick.tick(now, "bench", term=1)
+            plugin_tick.tick(now, "bench")  # as the unled leadership: nobody leads here
             times.append((time.perf_counter() - started) * 1000)
             db.session.remove()
         taken = clock.take()
@@ -165,7 +165,7 @@ def settle(app, now) -> None:
 
     for _ in range(20):
         with app.app_context():
-            upcoming = plugin_tick.tick(now, "bench", term=1)
+            upcoming = plugin_tick.tick(now, "bench")  # as the unled leadership: nobody leads here
             db.session.remove()
         workers.drain(30)
         if upcoming is None or upcoming > now:

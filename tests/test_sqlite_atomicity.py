@@ -15,6 +15,7 @@ from webapp import posts
 from webapp.db import sqlite_path
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, Timer, TimerRun
+from webapp.plugins.fence import Lead
 from webapp.scheduling import plugin_tick
 from webapp.timers import create_timer
 
@@ -75,7 +76,7 @@ def test_a_timer_claim_that_cannot_advance_the_timer_leaves_no_run(sqlite_app):
         timer_id, due = timer.id, timer.next_run_at
         fail_on("timers", "UPDATE")
         with pytest.raises(sa.exc.IntegrityError, match="boom"):
-            plugin_tick.claim_due(T0, "", {"housekeeping"})
+            plugin_tick.claim_due(T0, "", Lead(), {"housekeeping"})
         db.session.rollback()
         assert db.session.scalars(sa.select(TimerRun).where(TimerRun.timer_id == timer_id)
                                   ).all() == []  # the slot can still be claimed

@@ -280,3 +280,14 @@ def test_two_processes_ticking_at_once_never_run_a_slot_twice(engine, pg_url, tm
         assert ran == {s for t, s in executed if t == str(timer.id)}
     claimed_by = {r.instance.split("-")[1] for t in made for r in runs(t)}
     assert claimed_by <= {str(p) for p in pids}
+
+
+def test_a_long_backlog_is_claimed_in_ticks_short_enough_for_the_heartbeat(engine, monkeypatch):
+    timers = [make_timer(every=1, unit="minutes") for _ in range(4)]
+    engine.config["LEADER_STALE_SECONDS"] = 10.0  # a tick's budget: 2.5 s
+    ticks = iter(range(0, 1000, 2))  # each claim takes 2 s of a slow database
+    monkeypatch.setattr(plugin_tick, "monotonic", lambda: next(ticks))
+    assert plugin_tick.tick(T0, "web.1") == T0  # out of time: due now, the runner heartbeats
+    assert sum(len(runs(t)) for t in timers) == 2
+    plugin_tick.tick(T0, "web.1")  # called again at once: the rest
+    assert sorted(len(settled(t)) for t in timers) == [1, 1, 1, 1]

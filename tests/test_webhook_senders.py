@@ -16,7 +16,8 @@ from webapp.leadership.keys import PLUGINS
 from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
-from webapp.plugins.endpoints import create_webhook
+from webapp.plugins.endpoints import create_webhook, redeliver
+from webapp.plugins.fence import Lead
 from webapp.scheduling import delivery_tick, workers
 from webapp.scheduling.runner import Scheduler
 
@@ -99,23 +100,23 @@ def _one_delivery(app, url: str) -> int:
         return endpoint.id
 
 
-def _lead(term: int) -> None:
+def _lead(term: int, holder: str = "soloist:pytest:1:a1b2") -> Lead:
+    """Make (term, holder) the plugin key's leadership, as an acquire does; return it."""
     state = db.session.get(LeaderState, PLUGINS.value) or LeaderState(
-        key=PLUGINS.value, holder="pytest", acquired_at=T0)
-    state.term = term
+        key=PLUGINS.value, acquired_at=T0)
+    state.term, state.holder = term, holder
     db.session.add(state)
     db.session.commit()
+    return Lead(term, holder)
 
 
 def test_a_new_term_takes_over_claims_at_once_and_a_stale_sender_changes_nothing(
         allowed, healthy):
     endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
     with allowed.app_context():
-        _lead(1)
-        stale = webhooks.claim_next(endpoint_id, T0, term=1)
+        stale = webhooks.claim_next(endpoint_id, T0, _lead(1))
         assert stale is not None  # the old leader's sender, then its process froze
-        _lead(2)
-        sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, term=2)
+        sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, lead=_lead(2))
         assert sent["delivered"] == 1  # no lease to wait out: a new term takes it at once
         assert webhook_sends.record(stale, 500, "The receiver answered HTTP 500.", False,
                                 T0 + timedelta(seconds=2)) == "stale"
@@ -128,7 +129,7 @@ def test_a_deposed_leader_claims_nothing_new(allowed, healthy):
     endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
     with allowed.app_context():
         _lead(3)
-        assert webhooks.claim_next(endpoint_id, T0, term=2) is None
+        assert webhooks.claim_next(endpoint_id, T0, Lead(2, "soloist:pytest:1:a1b2")) is None
         assert db.session.scalar(sa.select(WebhookDelivery.status)) == "pending"
 
 
@@ -138,7 +139,7 @@ def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, health
         # http.client refuses a header value with a line break: a ValueError, not a network error
         db.session.execute(sa.update(WebhookDelivery).values(topic="post.published\r\nX: y"))
         db.session.commit()
-        webhooks.deliver_due(_clock(T0), budget=5, term=0)
+        webhooks.deliver_due(_clock(T0), budget=5, lead=Lead())
         delivery = db.session.scalar(sa.select(WebhookDelivery))
         assert (delivery.status, delivery.attempts) == ("pending", 1)  # not stuck in sending
         assert delivery.last_error.startswith("ValueError: Invalid header value")
@@ -151,12 +152,12 @@ def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goe
     endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
     stuck = threading.Event()
     with allowed.app_context():
-        claim = webhooks.claim_next(endpoint_id, T0, term=0)
+        claim = webhooks.claim_next(endpoint_id, T0, Lead())
         # its sender hangs where no socket timeout reaches (a name lookup, say)
         workers.start(f"send:{endpoint_id}", allowed, lambda: stuck.wait(30))
-        assert delivery_tick.start_senders(T0 + timedelta(seconds=5), 0, {"webhooks"}) == 0
+        assert delivery_tick.start_senders(T0 + timedelta(seconds=5), Lead(), {"webhooks"}) == 0
         later = T0 + timedelta(seconds=3 + webhooks.LEASE_MARGIN + 1)  # past the 3 s timeout
-        assert delivery_tick.start_senders(later, 0, {"webhooks"}) == 1
+        assert delivery_tick.start_senders(later, Lead(), {"webhooks"}) == 1
         wait_for(lambda: healthy.received(), 10, "the delivery from the new sender")
         assert workers.drain(0.5) is False  # the stuck one is still there, abandoned
         stuck.set()
@@ -175,8 +176,68 @@ def test_one_failed_attempt_does_not_hold_up_the_endpoint(allowed, healthy):
         db.session.add(second)
         db.session.commit()
         webhooks.enqueue(HookEvent(second.id, second.topic, None, second.payload, T0))
-        sent = webhooks.deliver_due(_clock(T0), budget=5, term=0)
+        sent = webhooks.deliver_due(_clock(T0), budget=5, lead=Lead())
         assert (sent["retrying"], sent["delivered"]) == (1, 1)  # the next one went at once
         endpoint = db.session.get(WebhookEndpoint, endpoint_id)
         assert endpoint.retry_at is None and endpoint.failures == 0
         assert event.id != second.id
+
+
+def _second_delivery(endpoint_id: int) -> None:
+    second = OutboxEvent(topic="post.published", payload={"slug": "hi-2"}, created_at=T0,
+                         processed_at=T0)
+    db.session.add(second)
+    db.session.commit()
+    webhooks.enqueue(HookEvent(second.id, second.topic, None, second.payload, T0))
+
+
+def test_two_senders_failing_at_once_both_count_toward_the_endpoints_failures(
+        allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        _second_delivery(endpoint_id)
+        first = webhooks.claim_next(endpoint_id, T0, Lead())
+        second = webhooks.claim_next(endpoint_id, T0, Lead())
+        engine, ran = db.engine, []
+
+        def other_sender(_conn, _cursor, statement, *_args) -> None:
+            """The other sender records its failure while this one has read the count."""
+            if not ran and statement.lstrip().startswith("SELECT") and (
+                    "FROM webhook_endpoints" in statement):
+                ran.append(True)
+                thread = threading.Thread(target=record_in_own_context, args=(second,))
+                thread.start()
+                thread.join(10)
+
+        def record_in_own_context(claim) -> None:
+            with make_app(allowed.config["SQLALCHEMY_DATABASE_URI"]).app_context():
+                webhook_sends.record(claim, 500, "HTTP 500", False, T0)
+                db.session.remove()
+                db.engine.dispose()
+
+        sa.event.listen(engine, "after_cursor_execute", other_sender)
+        try:
+            webhook_sends.record(first, 500, "HTTP 500", False, T0)
+        finally:
+            sa.event.remove(engine, "after_cursor_execute", other_sender)
+        if not ran:  # this sender read nothing first: the other records after it
+            record_in_own_context(second)
+        db.session.rollback()
+        assert db.session.get(WebhookEndpoint, endpoint_id).failures == 2
+
+
+def test_a_redelivery_of_a_delivery_in_flight_supersedes_that_attempt(allowed, healthy):
+    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+    with allowed.app_context():
+        in_flight = webhooks.claim_next(endpoint_id, T0, Lead())
+        delivery = db.session.get(WebhookDelivery, in_flight.delivery_id)
+        redeliver(delivery, now=T0 + timedelta(seconds=1))
+        assert webhook_sends.record(in_flight, 500, "late", False, T0) == "stale"
+        db.session.rollback()
+        again = db.session.get(WebhookDelivery, in_flight.delivery_id)
+        assert (again.status, again.attempts, again.claim, again.last_error) == (
+            "pending", 0, "", "")
+        sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, lead=Lead())
+        assert sent["delivered"] == 1
+        [request] = healthy.received()
+        assert request.headers["X-Soloist-Delivery"] == again.delivery_id

@@ -16,7 +16,7 @@ from tests.cluster import wait_for
 from tests.support import AuthActions, make_app, post_form
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
-from webapp.plugins import HookEvent, webhooks
+from webapp.plugins import HookEvent, webhook_sends, webhooks
 from webapp.plugins.endpoints import WebhookError, create_webhook, redeliver
 from webapp.scheduling import plugin_tick, publish, workers
 
@@ -93,7 +93,8 @@ def published_event(now: datetime = T0) -> HookEvent:
     db.session.commit()
     publish.tick(now)
     event = db.session.scalar(sa.select(OutboxEvent))
-    return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at)
+    return HookEvent(event.id, event.topic, event.post_id, event.payload, event.created_at,
+                     event.dedupe_key)
 
 
 def at(moment: datetime):
@@ -125,7 +126,10 @@ def test_a_published_post_reaches_the_receiver_signed_with_a_stable_delivery_id(
     assert headers["X-Soloist-Signature"] == signature(body)
     assert headers["Content-Type"] == "application/json"
     sent = json.loads(body)
-    assert sent["event_id"] == event.id and sent["data"]["slug"] == "hello"
+    # ids named from what happened (the post's transition), not from the outbox's sequence
+    assert sent["event_id"] == webhooks.event_uuid(event.key) and sent["data"]["slug"] == "hello"
+    assert delivery.delivery_id == webhooks.delivery_uuid(
+        event.key, db.session.get(WebhookEndpoint, delivery.endpoint_id))
     assert sent["delivery"] == delivery.delivery_id
 
 
@@ -136,12 +140,14 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivere
     receiver.answers = [500, 500, 500]
     webhooks.deliver_due(at(T0), budget=5)
     assert (only_delivery().status, only_delivery().attempts) == ("pending", 1)
-    assert only_delivery().next_attempt_at == T0 + timedelta(seconds=10)
-    webhooks.deliver_due(at(T0 + timedelta(seconds=9)), budget=5)  # not due yet
+    first = only_delivery().next_attempt_at  # WEBHOOK_RETRY_SECONDS, up to 20 % sooner
+    assert T0 + timedelta(seconds=8) <= first <= T0 + timedelta(seconds=10)
+    webhooks.deliver_due(at(first - timedelta(seconds=1)), budget=5)  # not due yet
     assert len(receiver.requests) == 1
-    webhooks.deliver_due(at(T0 + timedelta(seconds=10)), budget=5)
-    assert only_delivery().next_attempt_at == T0 + timedelta(seconds=30)  # 10 s, then 20 s
-    webhooks.deliver_due(at(T0 + timedelta(seconds=30)), budget=5)
+    webhooks.deliver_due(at(first), budget=5)
+    second = only_delivery().next_attempt_at  # then 6 × that (5 s, 30 s at the default)
+    assert first + timedelta(seconds=48) <= second <= first + timedelta(seconds=60)
+    webhooks.deliver_due(at(second), budget=5)
     failed = only_delivery()
     assert (failed.status, failed.attempts, failed.response_status) == ("failed", 3, 500)
     assert "HTTP 500" in failed.last_error
@@ -236,3 +242,14 @@ def test_admins_add_webhooks_from_the_page_and_never_see_the_secret_again(
     assert post_form(admin, f"/admin/webhooks/deliveries/{failing.id}/redeliver").status_code == 303
     log = admin.get("/admin/webhooks/").get_data(as_text=True)
     assert failing.delivery_id in log and SECRET not in log
+
+
+def test_retries_follow_a_standard_webhooks_schedule_from_the_first_retry_delay(app):
+    with app.app_context():
+        exact = [webhook_sends.retry_delay(n, 5, jitter=lambda: 0.0).total_seconds()
+                 for n in range(1, 11)]
+        assert exact == [5, 30, 120, 300, 1800, 7200, 18000, 36000, 36000, 36000]
+        assert webhook_sends.retry_delay(1, 5, jitter=lambda: 1.0).total_seconds() == 4.0
+        app.config["WEBHOOK_RETRY_SECONDS"] = 2
+        spread = {webhook_sends.retry_delay(2).total_seconds() for _ in range(50)}
+        assert len(spread) > 1 and all(9.6 <= wait <= 12 for wait in spread)  # jittered

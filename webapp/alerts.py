@@ -6,7 +6,8 @@ detects an occurrence writes it, in the same transaction as the change it report
 there is one: a timer's automatic pause, an endpoint turning failing, an eviction (that
 one inside the eviction's own statement, leadership/pg_sql.py). What several processes may
 notice at once (a key without a leader, a late post) carries a dedupe key naming the
-occurrence; it is UNIQUE, so the first writer wins and the others write nothing.
+occurrence; it is UNIQUE, so the first writer wins and the others write nothing. Every
+alert has one (the others name their subject and time): webhook ids derive from it.
 """
 
 from datetime import datetime, timedelta
@@ -78,23 +79,31 @@ def posts_late(now: datetime, seconds: float, instance: str = "") -> int:
     return new
 
 
+def _at(now: datetime) -> str:
+    """Return now as it names an occurrence in a dedupe key (webhook ids derive from it)."""
+    return now.isoformat(timespec="microseconds")
+
+
 def timer_paused(timer: Timer, reason: str, now: datetime) -> None:
     """Report a timer Soloist paused by itself (no commit: the pause's transaction)."""
     record("ops.timer_paused", {"timer_id": timer.id, "timer": timer.name,
                                 "plugin": timer.plugin, "action": timer.action,
-                                "failures": timer.consecutive_failures, "reason": reason}, now)
+                                "failures": timer.consecutive_failures, "reason": reason}, now,
+           f"ops.timer_paused:timer:{timer.id}:{_at(now)}")
 
 
 def plugin_paused(name: str, reason: str, now: datetime) -> None:
     """Report a plugin Soloist paused, and so its timers (no commit)."""
-    record("ops.timer_paused", {"plugin": name, "timer_id": None, "reason": reason}, now)
+    record("ops.timer_paused", {"plugin": name, "timer_id": None, "reason": reason}, now,
+           f"ops.timer_paused:plugin:{name}:{_at(now)}")
 
 
 def webhook_failing(endpoint_id: int, url: str, failures: int, error: str,
                     now: datetime) -> None:
     """Report an endpoint that turned failing (no commit); it is never told about itself."""
     record("ops.webhook_failing", {"endpoint_id": endpoint_id, "url": url,
-                                   "failures": failures, "last_error": error}, now)
+                                   "failures": failures, "last_error": error}, now,
+           f"ops.webhook_failing:{endpoint_id}:{_at(now)}")
 
 
 def text(topic: str, payload: dict) -> str:

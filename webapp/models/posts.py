@@ -71,5 +71,7 @@ class OutboxEvent(db.Model):
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # (0013) an ops alert's occurrence ("ops.no_leader:<key>:<term>"): written once fleet-wide
+    # (0013) what happened, named from the occurrence, not a counter: an ops alert's
+    # ("ops.no_leader:<key>:<term>", written once fleet-wide) or a post's transition
+    # (posts.lifecycle.event_key); webhook ids are derived from it
     dedupe_key: Mapped[str | None] = mapped_column(sa.String(200))

@@ -57,7 +57,7 @@ class TimerRun(db.Model):
         sa.Index("ix_timer_runs_status", "status"),
     )
 
-    STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "skipped")
+    STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "skipped", "abandoned")
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     timer_id: Mapped[int] = mapped_column(sa.ForeignKey("timers.id", ondelete="CASCADE"))
@@ -71,3 +71,7 @@ class TimerRun(db.Model):
     result: Mapped[str] = mapped_column(sa.String(500), default="")
     error: Mapped[str] = mapped_column(sa.Text, default="")
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
+    # (0015) the leadership of the plugin key that claimed it; a run still running under
+    # another is an orphan (its process died or lost the key) and is settled at once
+    claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
+    claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")

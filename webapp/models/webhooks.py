@@ -64,6 +64,8 @@ class WebhookDelivery(db.Model):
     # the sender's claim: only the claim's own writes count (a stale sender changes nothing)
     claim: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
     claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
+    # (0015) the lock session name beside the term: a reissued term number fences nothing in
+    claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     response_status: Mapped[int | None]
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")

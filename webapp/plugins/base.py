@@ -9,7 +9,7 @@
     plugin.default_timer("hourly", "hello", every=(1, "hours"))
 
     @plugin.hook("on_publish")
-    def published(event):                 # event.id is stable: use it to stay idempotent
+    def published(event):                 # event.key names what happened: stay idempotent by it
         ...
 """
 
@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import available_timezones
 
 from .schedules import UNITS, check_cron
+
+if TYPE_CHECKING:  # the plugin API stays free of the database
+    from .fence import Lead
 
 HOOKS = ("on_publish", "on_unpublish")
 TOPIC_HOOKS = {"post.published": "on_publish", "post.unpublished": "on_unpublish"}
@@ -139,6 +142,8 @@ class RunContext:
     started_at: datetime
     instance: str
     deadline: float  # time.monotonic() past which the run counts as timed out
+    # the plugin key's leadership that claimed the run: what it claims is fenced by it
+    lead: "Lead | None" = None
 
     def time_left(self) -> float:
         """Return the seconds left before the maximum runtime."""
@@ -147,13 +152,18 @@ class RunContext:
 
 @dataclass(frozen=True)
 class HookEvent:
-    """An outbox event handed to a hook; id is stable across redeliveries."""
+    """An outbox event handed to a hook; id is stable across redeliveries.
+
+    key names what happened (the outbox row's dedupe_key): unlike id, a sequence number,
+    it stays the same when a lossy failover makes the database redo the event.
+    """
 
     id: int
     topic: str
     post_id: int | None
     payload: dict
     created_at: datetime
+    key: str | None = None
 
 
 class Plugin:

@@ -146,16 +146,23 @@ def deliveries(limit: int = 100, endpoint_id: int | None = None) -> list[Webhook
 
 
 def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
-    """Send a delivery again, same id and body, with a fresh retry budget."""
+    """Send a delivery again, same id and body, with a fresh retry budget.
+
+    Honoured whatever its status, an attempt in flight (sending) too: its claim is
+    cleared in the same UPDATE, so that attempt's outcome, when it comes, changes nothing
+    (it may still reach the receiver; the same webhook-id lets it drop one of the two).
+    """
     from ..timers import queue_run_now
 
+    delivery_id, was = delivery.id, delivery.status
     now = now or database_now()  # before the changes: on PostgreSQL it ends a transaction
-    delivery.status = "pending"
-    delivery.attempts = 0
-    delivery.next_attempt_at = now
-    delivery.claimed_at = None
-    audit.record("webhook.redeliver", audit.target("delivery", delivery.id, delivery.topic),
-                 {"endpoint": delivery.endpoint_id, "delivery_id": delivery.delivery_id})
+    db.session.execute(
+        sa.update(WebhookDelivery).where(WebhookDelivery.id == delivery_id)
+        .values(status="pending", attempts=0, next_attempt_at=now, claimed_at=None, claim="")
+        .execution_options(synchronize_session="fetch"))
+    audit.record("webhook.redeliver", audit.target("delivery", delivery_id, delivery.topic),
+                 {"endpoint": delivery.endpoint_id, "delivery_id": delivery.delivery_id,
+                  "status": [was, "pending"]})
     db.session.commit()
     timer = db.session.scalar(sa.select(Timer).where(
         Timer.plugin == "webhooks", Timer.default_key == "deliver"))

@@ -5,10 +5,11 @@ one hook_deliveries row per enabled plugin with that hook (UNIQUE per plugin and
 event, so two leaders cannot double it) and marks the event processed in the
 same transaction (the webhooks plugin's deliveries are written there too; ops.*
 alerts, webapp.alerts, go to webhook endpoints only, never to hooks).
-Rows are then claimed in batches, with a claim token and the leader's term, and
-run in a worker thread that holds no transaction while plugin code runs. Every
-write is fenced by the claim: a new term takes the previous terms' unfinished
-claims at once, and a stale worker's late write changes nothing. A call past its
+Rows are then claimed in batches, with a claim token and the leader's (term, holder),
+only while that is the plugin key's leadership (webapp.plugins.fence), and run in a
+worker thread that holds no transaction while plugin code runs. Every write is fenced
+by the claim: a new leadership takes the previous ones' unfinished claims at once, and
+a stale worker's late write changes nothing. A call past its
 maximum runtime is recorded as timed out and retried; the count of attempts is
 kept, and past the limit the delivery is failed and shown.
 """
@@ -27,6 +28,7 @@ from ..extensions import db
 from ..models import HookDelivery, OutboxEvent
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
+from .fence import Lead
 
 log = logging.getLogger("soloist.plugins.hooks")
 
@@ -56,13 +58,15 @@ def new_claim() -> str:
 def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | None = None) -> int:
     """Turn unprocessed outbox events into the enabled plugins' hook deliveries; return how many.
 
-    also(events) adds more rows for the same (id, topic) events in the same transaction.
+    also(events) adds more rows for the same (id, topic, payload, created_at, key) events in
+    the same transaction.
     Finding none leaves the caller's read transaction open (it holds no row lock).
     """
     hooked = {name: set(p.hooks) for name, p in registry.plugins().items()
               if name in enabled and p.hooks}
     events = db.session.execute(for_update_skip_locked(
-        sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at)
+        sa.select(OutboxEvent.id, OutboxEvent.topic, OutboxEvent.payload, OutboxEvent.created_at,
+                  OutboxEvent.dedupe_key.label("key"))
         .where(OutboxEvent.processed_at.is_(None), OutboxEvent.topic.in_(FANNED_OUT))
         .order_by(OutboxEvent.id).limit(FAN_OUT_BATCH))).all()
     if not events:
@@ -82,23 +86,30 @@ def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | Non
     return len(events)
 
 
-def _stale_claim(now: datetime, term: int) -> sa.ColumnElement[bool]:
-    """A running claim another may take: an earlier term's, or a vanished worker's."""
+def _theirs(lead: Lead) -> sa.ColumnElement[bool]:
+    """A claim made under another leadership (an earlier one's, or a deposed one's)."""
+    return lead.other(HookDelivery.claimed_term, HookDelivery.claimed_holder)
+
+
+def _stale_claim(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
+    """A running claim another may take: another leadership's, or a vanished worker's."""
     lease = now - timeout() - timedelta(seconds=30)  # a worker that vanished in this term
-    return sa.or_(HookDelivery.claimed_term < term, HookDelivery.claimed_at < lease)
+    return sa.or_(_theirs(lead), HookDelivery.claimed_at < lease)
 
 
-def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
+def _claimable(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
     return sa.or_(
         sa.and_(HookDelivery.status == "pending", HookDelivery.next_attempt_at <= now),
-        sa.and_(HookDelivery.status == "running", _stale_claim(now, term)),
+        sa.and_(HookDelivery.status == "running", _stale_claim(now, lead)),
     )
 
 
-def claim(plugin: str, now: datetime, instance: str, term: int = 0) -> tuple[str, list[int]]:
-    """Claim a batch of due deliveries for one plugin; return the claim and their ids."""
+def claim(plugin: str, now: datetime, instance: str,
+          lead: Lead | None = None) -> tuple[str, list[int]]:
+    """Claim a batch of due deliveries for one plugin, if lead leads; return the claim, ids."""
+    lead = Lead() if lead is None else lead
     ids = list(db.session.scalars(for_update_skip_locked(
-        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, _claimable(now, term))
+        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, _claimable(now, lead))
         .order_by(HookDelivery.id).limit(CLAIM_BATCH))))
     if not ids:
         db.session.rollback()
@@ -106,19 +117,19 @@ def claim(plugin: str, now: datetime, instance: str, term: int = 0) -> tuple[str
     token = new_claim()
     claimed = list(db.session.scalars(
         sa.update(HookDelivery)
-        .where(HookDelivery.id.in_(ids), _claimable(now, term))
+        .where(HookDelivery.id.in_(ids), _claimable(now, lead), lead.holds())
         .values(status="running", claimed_at=now, instance=instance[:200], claim=token,
-                claimed_term=term, started_at=None)
+                started_at=None, **lead.mark())
         .returning(HookDelivery.id)))
     db.session.commit()
     return token, sorted(claimed)
 
 
-def plugins_with_due_work(now: datetime, term: int, enabled: set[str]) -> list[str]:
+def plugins_with_due_work(now: datetime, lead: Lead, enabled: set[str]) -> list[str]:
     """Return the enabled plugins that have hook deliveries to run now."""
     return sorted(db.session.scalars(
         sa.select(HookDelivery.plugin)
-        .where(_claimable(now, term), HookDelivery.plugin.in_(enabled)).distinct()))
+        .where(_claimable(now, lead), HookDelivery.plugin.in_(enabled)).distinct()))
 
 
 def _fenced(delivery_id: int, token: str) -> sa.Update:
@@ -138,7 +149,7 @@ def _start(delivery_id: int, token: str, at: datetime) -> HookEvent | None:
         sa.select(OutboxEvent).join(HookDelivery, HookDelivery.event_id == OutboxEvent.id)
         .where(HookDelivery.id == delivery_id))
     found = event and HookEvent(event.id, event.topic, event.post_id, dict(event.payload or {}),
-                                event.created_at)
+                                event.created_at, event.dedupe_key)
     db.session.rollback()  # plugin code runs with no transaction and no connection held
     return found
 
@@ -212,7 +223,7 @@ def backoff(attempts: int, base: float) -> timedelta:
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS))
 
 
-def due_reads(term: int, enabled: set[str]) -> list[sa.ColumnElement]:
+def due_reads(lead: Lead, enabled: set[str]) -> list[sa.ColumnElement]:
     """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
     mine = HookDelivery.plugin.in_(enabled)
     running = HookDelivery.status == "running"
@@ -225,7 +236,7 @@ def due_reads(term: int, enabled: set[str]) -> list[sa.ColumnElement]:
         first(HookDelivery.next_attempt_at, HookDelivery.status == "pending", mine),
         first(HookDelivery.started_at, running, mine),
         first(HookDelivery.claimed_at, running, mine),
-        sa.exists().where(running, mine, HookDelivery.claimed_term < term),
+        sa.exists().where(running, mine, _theirs(lead)),
         first(HookDelivery.started_at, running),  # any plugin's: expire() times them all out
     ]
 
@@ -234,7 +245,7 @@ def due(now: datetime, values: Sequence) -> tuple[datetime | None, bool]:
     """Return when hook work is next due, and whether work that time omits waits now.
 
     values are due_reads'. Due: now when events wait, else a retry or a timeout. Waiting
-    now anyway: a claim to take over (an earlier term's, or past its lease) or a late call.
+    now anyway: a claim to take over (another leadership's, or past its lease) or a late call.
     """
     waiting, retry, started, claimed, earlier_term, any_started = values
     times = [t for t in (retry, started and started + timeout()) if t is not None]

@@ -4,16 +4,20 @@ webapp.plugins.webhooks claims deliveries and decides who sends; this module mak
 attempt of a claim. The request is read and the transaction ended before the receiver
 is called; the outcome is written only while the claim still holds (a stale sender
 changes nothing), with the endpoint's health: a third failure in a row turns the
-endpoint failing (an ops.webhook_failing alert) and it backs off as a whole.
+endpoint failing (an ops.webhook_failing alert) and it backs off as a whole. A failed
+delivery is retried on its own schedule (retry_delay: first after WEBHOOK_RETRY_SECONDS,
+5 s by default, then 30 s, 2 min, 5 min, 30 min, 2 h …, jittered); one failure delays
+only its own delivery.
 """
 
 import hashlib
 import hmac
 import http.client
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from flask import current_app
@@ -22,14 +26,18 @@ from .. import alerts
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from . import signing
-from .hooks import backoff
 from .net import UnsafeURL, post
 
 log = logging.getLogger("soloist.plugins.webhooks")
 
 TIMEOUT_SECONDS = 10.0
 MAX_ATTEMPTS = 6
-RETRY_SECONDS = 30.0
+RETRY_SECONDS = 5.0  # the first retry's delay (WEBHOOK_RETRY_SECONDS); the schedule scales
+# Standard Webhooks' reference schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with two
+# steps put in (30 s, 2 min) so a blip of a minute or two is bridged by the third or fourth
+# attempt, in units of the first retry's delay: with 5 s, 5 s, 30 s, 2 min, 5 min, 30 min …
+SCHEDULE = (1, 6, 24, 60, 360, 1440, 3600, 7200, 7200)
+JITTER = 0.2  # each wait is up to 20 % shorter, at random: retries after an outage spread out
 FAILING_AFTER = 3  # failed attempts in a row before the endpoint as a whole backs off
 
 
@@ -40,6 +48,18 @@ def sign(secret: str, body: bytes) -> str:
 
 def setting(name: str, default: float) -> float:
     return float(current_app.config.get(name, default))
+
+
+def retry_delay(failures: int, first: float | None = None,
+                jitter: Callable[[], float] = random.random) -> timedelta:
+    """Return the wait after the failures-th failed attempt in a row (1: the first retry).
+
+    SCHEDULE in units of first (WEBHOOK_RETRY_SECONDS), its last step repeated, shortened
+    by up to JITTER at random (never later than the schedule says).
+    """
+    first = setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS) if first is None else first
+    step = SCHEDULE[min(max(failures, 1), len(SCHEDULE)) - 1]
+    return timedelta(seconds=first * step * (1 - JITTER * jitter()))
 
 
 @dataclass(frozen=True)
@@ -102,8 +122,7 @@ def record(claim: Claim, status: int | None, error: str, final: bool, at: dateti
     elif final or delivery.attempts >= int(setting("WEBHOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
         values.update(status="failed", next_attempt_at=None)
     else:
-        values.update(status="pending", next_attempt_at=at + backoff(
-            delivery.attempts, setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS)))
+        values.update(status="pending", next_attempt_at=at + retry_delay(delivery.attempts))
     done = db.session.execute(
         sa.update(WebhookDelivery).where(WebhookDelivery.id == claim.delivery_id,
                                          WebhookDelivery.claim == claim.token,
@@ -118,16 +137,22 @@ def record(claim: Claim, status: int | None, error: str, final: bool, at: dateti
 
 
 def _endpoint_health(endpoint_id: int, error: str, at: datetime) -> None:
-    endpoint = db.session.get(WebhookEndpoint, endpoint_id)
-    endpoint.last_attempt_at = at
+    """Count the attempt into the endpoint's health, in one UPDATE each (no read first).
+
+    Senders of one endpoint may record at once (an abandoned one and its successor):
+    failures = failures + 1 in the statement, so no failure is lost to a concurrent write.
+    """
+    endpoint = sa.update(WebhookEndpoint).where(WebhookEndpoint.id == endpoint_id)
     if not error:
-        endpoint.failures, endpoint.last_error, endpoint.retry_at = 0, "", None
+        db.session.execute(endpoint.values(last_attempt_at=at, failures=0, last_error="",
+                                           retry_at=None))
         return
-    endpoint.failures += 1
-    endpoint.last_error = error[:500]
-    if endpoint.failures == FAILING_AFTER:  # it turns failing: once per failing spell
-        alerts.webhook_failing(endpoint.id, endpoint.url, endpoint.failures,
-                               endpoint.last_error, at)
-    if endpoint.failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
-        endpoint.retry_at = at + backoff(endpoint.failures - FAILING_AFTER + 1,
-                                         setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS))
+    failures, url = db.session.execute(
+        endpoint.values(last_attempt_at=at, failures=WebhookEndpoint.failures + 1,
+                        last_error=error[:500])
+        .returning(WebhookEndpoint.failures, WebhookEndpoint.url)).one()
+    if failures == FAILING_AFTER:  # it turns failing: once per failing spell
+        alerts.webhook_failing(endpoint_id, url, failures, error[:500], at)
+    if failures >= FAILING_AFTER:  # it keeps failing: the whole endpoint backs off
+        db.session.execute(endpoint.values(
+            retry_at=at + retry_delay(failures - FAILING_AFTER + 1)))

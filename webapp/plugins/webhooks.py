@@ -2,37 +2,45 @@
 
 Fan out, then send. The plugin leader writes one delivery per subscribed endpoint
 in the same transaction that marks the outbox event processed (enqueue_events),
-with a fixed body and a delivery id that stays the same across retries. Senders
-work per endpoint (send_endpoint, one worker thread each), so a slow or dead
-receiver delays only itself. Each attempt is a claim: the delivery is marked
-sending with a fresh claim token and the leader's term, and counted. Every write
-of the sender is fenced by that claim, so a stale sender (after a failover, or
-past its lease) changes nothing; a new term takes the previous terms' unfinished
-claims at once. A failed attempt waits base × 2^(attempt-1); the endpoint itself
-backs off the same way and shows its last error, so a dead receiver is never
-tried faster than its back-off; after the last attempt the delivery is `failed`
+with a fixed body and a delivery id that stays the same across retries. The ids come
+from what happened (event_key: the post, its transition and version; an alert's
+occurrence), never from a sequence, so a publication that a lossy failover undid
+and the new primary redid carries the same webhook-id and event_id, and the
+receiver drops it.
+
+Senders work per endpoint (send_endpoint, one worker thread each), so a slow or
+dead receiver delays only itself. Each attempt is a claim: the delivery is marked
+sending with a fresh claim token and the leader's (term, holder)
+(webapp.plugins.fence), only while that is the plugin key's leadership, and
+counted. Every write of the sender is fenced by that claim, so a stale sender
+(after a failover, or past its lease) changes nothing; a new leadership takes the
+previous ones' unfinished claims at once. Retries and the endpoint's own back-off
+are webapp.plugins.webhook_sends'; after the last attempt the delivery is `failed`
 until an admin redelivers it. Requests carry X-Soloist-Event, X-Soloist-Delivery
 and X-Soloist-Signature (sha256= HMAC of the body with the endpoint's secret).
 An endpoint's payload_format "slack" gets Slack's {"text": ...} instead of the event
 as JSON, signed the same way. ops.webhook_failing about an endpoint never goes to it.
 """
 
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
 from .. import alerts
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
-from ..leadership.keys import PLUGINS
-from ..models import LeaderState, WebhookDelivery, WebhookEndpoint
+from ..models import WebhookDelivery, WebhookEndpoint
 from .base import Plugin, RunContext
+from .fence import Lead
 from .hooks import new_claim
 from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
 
+# uuid5 namespace of Soloist's webhook ids (fixed forever: receivers keep the ids they saw)
+ID_NAMESPACE = uuid.UUID("7d0f4b8e-3c1a-5e2b-9f64-a1c2d3e4f501")
 LEASE_MARGIN = 10.0  # seconds past the send's timeout before its claim may be taken again
 
 plugin = Plugin("webhooks", "Webhooks",
@@ -44,7 +52,7 @@ plugin.default_timer("deliver", "deliver", name="Webhooks: deliver and retry",
 
 @plugin.action("deliver", help="Send the webhook deliveries that are due (retries included).")
 def deliver(ctx: RunContext) -> str:
-    counts = deliver_due(clock(database_now()), max(ctx.time_left() - 30, 1.0))
+    counts = deliver_due(clock(database_now()), max(ctx.time_left() - 30, 1.0), ctx.lead)
     return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "nothing due"
 
 
@@ -53,14 +61,14 @@ def deliver(ctx: RunContext) -> str:
 def enqueue_events(events: Iterable) -> int:
     """Add one delivery per active endpoint subscribed to each event (no commit).
 
-    events are outbox rows or HookEvents (id, topic, payload, created_at).
+    events are outbox rows or HookEvents (id, topic, payload, created_at, key). Two
+    events with the same key are one event: its second delivery is not written.
     """
     endpoints = list(db.session.scalars(sa.select(WebhookEndpoint).where(WebhookEndpoint.active)))
     rows = [_row(event, endpoint) for event in events for endpoint in endpoints
             if event.topic in endpoint.events and not _about(event, endpoint)]
-    if rows:
-        db.session.execute(insert_ignoring_conflicts(WebhookDelivery, ["endpoint_id",
-                                                                       "event_id"]), rows)
+    if rows:  # no conflict target: (endpoint, event) and the derived delivery id alike
+        db.session.execute(insert_ignoring_conflicts(WebhookDelivery, None), rows)
     return len(rows)
 
 
@@ -70,9 +78,35 @@ def _about(event: object, endpoint: WebhookEndpoint) -> bool:
             and (event.payload or {}).get("endpoint_id") == endpoint.id)
 
 
+def event_key(event: object) -> str:
+    """Return the name of what the event says happened, the source of its webhook ids.
+
+    The outbox row's dedupe key (a post's transition, an alert's occurrence: every row
+    written since keys exist has one). A row without one (older, or written by hand) is
+    named by its id, time and payload: stable across its retries and redeliveries.
+    """
+    key = getattr(event, "key", None)
+    if key:
+        return key
+    payload = json.dumps(event.payload or {}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:32]
+    return f"outbox:{event.id}:{event.created_at.astimezone(UTC).isoformat()}:{digest}"
+
+
+def event_uuid(key: str) -> str:
+    """Return the event id a body carries: the same for every endpoint and every redo."""
+    return str(uuid.uuid5(ID_NAMESPACE, key))
+
+
+def delivery_uuid(key: str, endpoint: WebhookEndpoint) -> str:
+    """Return the delivery id (X-Soloist-Delivery, webhook-id) of an event to an endpoint."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"{key}|endpoint:{endpoint.id}:{endpoint.url}"))
+
+
 def _row(event: object, endpoint: WebhookEndpoint) -> dict:
-    delivery_id = str(uuid.uuid4())
-    body = {"delivery": delivery_id, "event": event.topic, "event_id": event.id,
+    key = event_key(event)
+    delivery_id = delivery_uuid(key, endpoint)
+    body = {"delivery": delivery_id, "event": event.topic, "event_id": event_uuid(key),
             "created_at": event.created_at.isoformat(), "data": event.payload}
     if endpoint.payload_format == "slack":  # Slack's incoming webhooks read "text" only
         body = {"text": alerts.text(event.topic, dict(event.payload or {}))}
@@ -92,12 +126,6 @@ def enqueue(event: object) -> int:
 
 # -- claims ---------------------------------------------------------------------------
 
-def current_term() -> int:
-    """Return the plugin key's current term (0 before anyone led it)."""
-    return db.session.scalar(sa.select(LeaderState.term).where(
-        LeaderState.key == PLUGINS.value)) or 0
-
-
 def _lease() -> timedelta:
     """Return how long a claim lasts in its own term (the send's timeout, and a margin)."""
     return timedelta(seconds=setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + LEASE_MARGIN)
@@ -107,13 +135,18 @@ def _due(now: datetime) -> sa.ColumnElement[bool]:
     return sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
 
 
-def _stale(now: datetime, term: int) -> sa.ColumnElement[bool]:  # an earlier term's, or lapsed
+def _theirs(lead: Lead) -> sa.ColumnElement[bool]:
+    """A claim made under another leadership (an earlier one's, or a deposed one's)."""
+    return lead.other(WebhookDelivery.claimed_term, WebhookDelivery.claimed_holder)
+
+
+def _stale(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:  # another leader's, or lapsed
     return sa.and_(WebhookDelivery.status == "sending", sa.or_(
-        WebhookDelivery.claimed_term < term, WebhookDelivery.claimed_at < now - _lease()))
+        _theirs(lead), WebhookDelivery.claimed_at < now - _lease()))
 
 
-def _claimable(now: datetime, term: int) -> sa.ColumnElement[bool]:
-    return sa.or_(_due(now), _stale(now, term))
+def _claimable(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
+    return sa.or_(_due(now), _stale(now, lead))
 
 
 def lapsed(endpoint_id: int, now: datetime) -> bool:
@@ -135,31 +168,29 @@ def _first(*where: sa.ColumnElement[bool]) -> sa.ScalarSelect:
             .correlate(WebhookEndpoint).scalar_subquery())
 
 
-def endpoints_due(now: datetime, term: int) -> list[int]:
+def endpoints_due(now: datetime, lead: Lead) -> list[int]:
     """Return the endpoints with a delivery to send now, oldest waiting first (per endpoint)."""
-    stale, due = _first(_stale(now, term)), _first(_due(now))
+    stale, due = _first(_stale(now, lead)), _first(_due(now))
     return list(db.session.scalars(
         sa.select(WebhookEndpoint.id)
         .where(_ready(now), sa.or_(stale.is_not(None), due.is_not(None)))
         .order_by(sa.func.coalesce(stale, due), WebhookEndpoint.id)))  # claims go oldest first
 
 
-def claim_next(endpoint_id: int, now: datetime, term: int) -> Claim | None:
-    """Claim the endpoint's next due delivery as one counted attempt, if this term leads."""
+def claim_next(endpoint_id: int, now: datetime, lead: Lead) -> Claim | None:
+    """Claim the endpoint's next due delivery as one counted attempt, if lead leads."""
     found = db.session.scalar(for_update_skip_locked(
         sa.select(WebhookDelivery.id).where(WebhookDelivery.endpoint_id == endpoint_id,
-                                            _claimable(now, term))
+                                            _claimable(now, lead))
         .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(1)))
     if found is None:
         db.session.rollback()
         return None
     token = new_claim()
-    leads = sa.literal(term) >= sa.func.coalesce(
-        sa.select(LeaderState.term).where(LeaderState.key == PLUGINS.value).scalar_subquery(), 0)
     claimed = db.session.execute(
         sa.update(WebhookDelivery)
-        .where(WebhookDelivery.id == found, _claimable(now, term), leads)
-        .values(status="sending", claimed_at=now, claim=token, claimed_term=term,
+        .where(WebhookDelivery.id == found, _claimable(now, lead), lead.holds())
+        .values(status="sending", claimed_at=now, claim=token, **lead.mark(),
                 attempts=WebhookDelivery.attempts + 1)).rowcount
     db.session.commit()
     return Claim(found, token) if claimed else None
@@ -167,13 +198,13 @@ def claim_next(endpoint_id: int, now: datetime, term: int) -> Claim | None:
 
 # -- sending --------------------------------------------------------------------------
 
-def send_endpoint(endpoint_id: int, term: int, now: Callable[[], datetime],
+def send_endpoint(endpoint_id: int, lead: Lead, now: Callable[[], datetime],
                   budget: float) -> dict[str, int]:
     """Send one endpoint's due deliveries in turn until none is left, it fails, or budget ends."""
     counts = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
     start = now()
     while (now() - start).total_seconds() < budget:
-        claim = claim_next(endpoint_id, now(), term)
+        claim = claim_next(endpoint_id, now(), lead)
         if claim is None:
             break
         result = attempt(claim, now)
@@ -184,18 +215,21 @@ def send_endpoint(endpoint_id: int, term: int, now: Callable[[], datetime],
 
 
 def deliver_due(now: Callable[[], datetime], budget: float,
-                term: int | None = None) -> dict[str, int]:
-    """Send every endpoint's due deliveries, one endpoint after another (the timer's way)."""
-    term = current_term() if term is None else term
+                lead: Lead | None = None) -> dict[str, int]:
+    """Send every endpoint's due deliveries, one endpoint after another (the timer's way).
+
+    lead is the leadership the sends are claimed under (the current one if not given).
+    """
+    lead = Lead.current() if lead is None else lead
     totals = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
     start = now()
-    due = endpoints_due(now(), term)
+    due = endpoints_due(now(), lead)
     db.session.rollback()
     for endpoint_id in due:
         left = budget - (now() - start).total_seconds()
         if left <= 0:
             break
-        for key, value in send_endpoint(endpoint_id, term, now, left).items():
+        for key, value in send_endpoint(endpoint_id, lead, now, left).items():
             totals[key] += value
     return totals
 
@@ -208,18 +242,18 @@ def backing_off(endpoint_id: int, at: datetime) -> bool:
     return retry_at is not None and retry_at > at
 
 
-def due_reads(term: int) -> list[sa.ColumnElement]:
+def due_reads(lead: Lead) -> list[sa.ColumnElement]:
     """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
     first = _first(WebhookDelivery.status == "pending")  # or the endpoint's back-off, if later
     later = sa.case((WebhookEndpoint.retry_at > first, WebhookEndpoint.retry_at), else_=first)
     sending = WebhookDelivery.status == "sending"
     return [sa.select(sa.func.min(later)).scalar_subquery(),
             sa.select(sa.func.min(WebhookDelivery.claimed_at)).where(sending).scalar_subquery(),
-            sa.exists().where(sending, WebhookDelivery.claimed_term < term)]
+            sa.exists().where(sending, _theirs(lead))]
 
 
 def due(values: Sequence) -> tuple[datetime | None, bool]:
-    """Return when a send or a lapsed claim is next due, and whether one waits for the term."""
+    """Return when a send or a lapsed claim is next due, and whether another leader's waits."""
     first, claimed, earlier_term = values
     times = [t for t in (first, claimed and claimed + _lease()) if t is not None]
     return min(times, default=None), bool(earlier_term)

@@ -6,7 +6,7 @@ So an editor's click and the leader's tick can never both win, and two
 processes that both believe they lead can never publish a post twice.
 """
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
@@ -26,23 +26,39 @@ BATCH_SIZE = 500
 def _move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
     """Change the posts matching conditions, bumping their version; return (id, slug, title)
 
-    and the columns also, if any.
+    and the columns also, if any, then the post's new version and its created_at (by name:
+    what names the transition, see event_key).
     """
     return db.session.execute(
         sa.update(Post)
         .where(*conditions)
         .values(version=Post.version + 1, **values)
-        .returning(Post.id, Post.slug, Post.title, *also)
+        .returning(Post.id, Post.slug, Post.title, *also, Post.version, Post.created_at)
         .execution_options(synchronize_session=False)
     ).all()
 
 
+def event_key(topic: str, row: sa.Row) -> str:
+    """Return the name of a post's transition: the post, the topic and its version after it.
+
+    Not the outbox's sequence id: after a lossy failover the database can redo a
+    publication the receivers already got, and the redone one must carry the same key
+    (webhooks derive their ids from it) while a new publication (after an unpublish or an
+    edit: a new version) gets a new one. created_at tells apart two posts given the same
+    id by a sequence that went back in time.
+    """
+    created = row.created_at.astimezone(UTC).isoformat(timespec="microseconds")
+    return f"{topic}:post:{row.id}:{created}:v{row.version}"
+
+
 def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
-    """Add one outbox event per (post id, slug, title) row to the current transaction."""
+    """Add one outbox event per row _move returned to the current transaction."""
     db.session.execute(sa.insert(OutboxEvent), [
-        {"topic": topic, "post_id": pid, "instance": instance, "created_at": now,
-         "payload": {"post_id": pid, "slug": slug, "title": title, "at": now.isoformat()}}
-        for pid, slug, title, *_ in rows
+        {"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
+         "dedupe_key": event_key(topic, row),
+         "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
+                     "at": now.isoformat()}}
+        for row in rows
     ])
 
 

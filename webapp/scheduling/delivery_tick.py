@@ -15,6 +15,7 @@ from flask import Flask, current_app
 from .. import alerts
 from ..db import clock
 from ..plugins import hooks, registry, webhooks
+from ..plugins.fence import Lead
 from . import workers
 
 log = logging.getLogger("soloist.timers")
@@ -70,26 +71,26 @@ def pause_hung_plugins(names: set[str], now: datetime) -> None:
             registry.set_enabled(name, False, reason)  # commits the alert with the pause
 
 
-def start_hook_batches(now: datetime, instance: str, term: int, enabled: set[str]) -> int:
+def start_hook_batches(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> int:
     """Start one worker per plugin with hook deliveries due; return how many started."""
     app, started = plugin_app(), 0
-    for name in hooks.plugins_with_due_work(now, term, enabled):
+    for name in hooks.plugins_with_due_work(now, lead, enabled):
         key = hook_key(name)
         if workers.busy(key) or workers.free_slots(hook_kind(name)) <= 0:
             continue
-        token, ids = hooks.claim(name, now, instance, term)
+        token, ids = hooks.claim(name, now, instance, lead)
         if ids:
             workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now), token))
             started += 1
     return started
 
 
-def start_senders(now: datetime, term: int, enabled: set[str]) -> int:
+def start_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
     """Start one sender per endpoint with deliveries due (bounded); return how many started."""
     if "webhooks" not in enabled:
         return 0
     app, started = plugin_app(), 0
-    for endpoint_id in webhooks.endpoints_due(now, term):
+    for endpoint_id in webhooks.endpoints_due(now, lead):
         key = f"send:{endpoint_id}"
         if workers.busy(key):
             if not webhooks.lapsed(endpoint_id, now):
@@ -99,7 +100,7 @@ def start_senders(now: datetime, term: int, enabled: set[str]) -> int:
             workers.abandon(key)
         if workers.free_slots("send") <= 0:
             break
-        workers.start(key, app, partial(webhooks.send_endpoint, endpoint_id, term, clock(now),
+        workers.start(key, app, partial(webhooks.send_endpoint, endpoint_id, lead, clock(now),
                                         SEND_BUDGET))
         started += 1
     return started

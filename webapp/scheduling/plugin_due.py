@@ -5,7 +5,7 @@ behind their next due time as scalar subqueries and turn the values into a time 
 say whether work waits now that no time shows: a claim to take over, a late hook
 call). One SELECT reads them all in one round trip, so an idle tick is this statement
 and the read of the plugin switches. The statement depends only on the enabled plugins
-and the term, not on the time, so it is built once for each.
+and the leadership, not on the time, so it is built once for each.
 """
 
 import functools
@@ -19,6 +19,7 @@ from .. import posts
 from ..extensions import db
 from ..models import Timer, TimerRun
 from ..plugins import hooks, webhooks
+from ..plugins.fence import Lead
 
 IDLE = timedelta(seconds=60)
 POST_SETTLE = timedelta(seconds=0.3)
@@ -36,8 +37,11 @@ class Ahead:
         return self.wake > now and not self.waiting
 
 
-def _timer_reads(enabled: frozenset[str]) -> list[sa.ColumnElement]:
-    """Return the first slot, whether a run-now request can start, and whether runs run."""
+def _timer_reads(enabled: frozenset[str], lead: Lead) -> list[sa.ColumnElement]:
+    """Return the first slot, whether a run-now request can start, whether runs run, and
+
+    whether one runs under another leadership (an orphan to settle now).
+    """
     mine = Timer.plugin.in_(enabled)
     running = aliased(TimerRun)
     return [
@@ -46,6 +50,8 @@ def _timer_reads(enabled: frozenset[str]) -> list[sa.ColumnElement]:
                           ~sa.exists().where(running.timer_id == TimerRun.timer_id,
                                              running.status == "running")),
         sa.exists().where(TimerRun.status == "running"),
+        sa.exists().where(TimerRun.status == "running",
+                          lead.other(TimerRun.claimed_term, TimerRun.claimed_holder)),
     ]
 
 
@@ -54,18 +60,18 @@ RUN_DEADLINES = (sa.select(TimerRun.started_at, Timer.max_runtime_seconds)
 
 
 @functools.lru_cache(maxsize=16)
-def _statement(enabled: frozenset[str], term: int) -> tuple[sa.Select, tuple[int, ...]]:
+def _statement(enabled: frozenset[str], lead: Lead) -> tuple[sa.Select, tuple[int, ...]]:
     """Return the one SELECT of every owner's reads, and how many columns each owner has."""
-    groups = [_timer_reads(enabled), hooks.due_reads(term, enabled), posts.next_due_reads(),
-              webhooks.due_reads(term) if "webhooks" in enabled else []]
+    groups = [_timer_reads(enabled, lead), hooks.due_reads(lead, enabled),
+              posts.next_due_reads(), webhooks.due_reads(lead) if "webhooks" in enabled else []]
     columns = [column for group in groups for column in group]
     return (sa.select(*(c.label(f"r{i}") for i, c in enumerate(columns))),
             tuple(len(group) for group in groups))
 
 
-def _read(enabled: set[str], term: int) -> list[list]:
+def _read(enabled: set[str], lead: Lead) -> list[list]:
     """Run the one SELECT; return each owner's values."""
-    statement, sizes = _statement(frozenset(enabled), term)
+    statement, sizes = _statement(frozenset(enabled), lead)
     row, values = list(db.session.execute(statement).one()), []
     for size in sizes:
         values.append(row[:size])
@@ -73,10 +79,10 @@ def _read(enabled: set[str], term: int) -> list[list]:
     return values
 
 
-def look(now: datetime, term: int, enabled: set[str]) -> Ahead:
+def look(now: datetime, lead: Lead, enabled: set[str]) -> Ahead:
     """Return when plugin work is next due and whether work no time shows waits now."""
-    timer_values, hook_values, post_times, webhook_values = _read(enabled, term)
-    first_slot, startable, running = timer_values
+    timer_values, hook_values, post_times, webhook_values = _read(enabled, lead)
+    first_slot, startable, running, orphaned = timer_values
     hook_due, hooks_waiting = hooks.due(now, hook_values)
     webhook_due, webhooks_waiting = webhooks.due(webhook_values) if webhook_values else (
         None, False)
@@ -89,4 +95,5 @@ def look(now: datetime, term: int, enabled: set[str]) -> Ahead:
     post_due = min((t for t in post_times if t is not None), default=None)
     if post_due is not None and post_due + POST_SETTLE > now:
         times.append(post_due + POST_SETTLE)
-    return Ahead(min(t for t in times if t is not None), hooks_waiting or webhooks_waiting)
+    return Ahead(min(t for t in times if t is not None),
+                 bool(orphaned) or hooks_waiting or webhooks_waiting)

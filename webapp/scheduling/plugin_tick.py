@@ -9,11 +9,16 @@ in worker threads (webapp.scheduling.workers), never here.
 
 At most once per slot: a slot is claimed by inserting its timer_runs row
 (UNIQUE timer_id, scheduled_for) before anything runs; a second leader's insert
-does nothing. The next slot is computed from the slot's own time, so a slow run
+does nothing, and a deposed leader's claim is refused by the fence (the plugin key's
+term and holder, webapp.plugins.fence). A run the claiming leadership never started,
+or whose process died, is settled as abandoned by the next leadership at once.
+The next slot is computed from the slot's own time, so a slow run
 never drifts the schedule.
 """
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -26,10 +31,11 @@ from ..extensions import db
 from ..freezes import is_frozen
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
-from ..plugins import hooks, registry, webhooks
+from ..plugins import hooks, registry
+from ..plugins.fence import Lead
 from ..plugins.schedules import Schedule
 from ..timers import ensure_default_timers
-from ..timers.runs import count_outcome
+from ..timers.runs import count_outcome, finish_run
 from . import delivery_tick, plugin_due, workers
 from .work import record_work
 
@@ -37,45 +43,64 @@ log = logging.getLogger("soloist.timers")
 
 BLOCKED_RECHECK = timedelta(seconds=1)  # due work waits for a free worker or a hook batch
 CLAIM_BATCH = 100
+BUDGET_SHARE = 4  # a tick works at most LEADER_STALE_SECONDS / 4, then says "due now"
+monotonic = time.monotonic  # the budget's clock (tests move it)
+
+
+def budget() -> Callable[[], bool]:
+    """Return a test of whether this tick has used its time: well under LEADER_STALE_SECONDS.
+
+    The runner heartbeats between ticks only, so a healthy leader with a long backlog
+    (a hundred due slots, each claim a commit) must hand back before a follower sees its
+    heartbeat as stale and evicts it; it is called again at once.
+    """
+    limit = float(current_app.config.get("LEADER_STALE_SECONDS", 10.0)) / BUDGET_SHARE
+    deadline = monotonic() + limit
+    return lambda: monotonic() >= deadline
 
 
 def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime | None:
     """Do one unit of plugin work at now; return when the next one is due.
 
-    term is the plugin key's term this leader holds (read from leader_state if not given):
-    claims carry it, and a new term takes the previous terms' unfinished claims at once.
-    The reads share one transaction, ended before the tick returns.
+    With term, instance is this leader's lock session name (leader_state's holder) and
+    (term, instance) the leadership every claim and write is fenced by; without, the
+    current leadership is read and instance only names the runs. A new leadership takes
+    the previous ones' unfinished claims and settles their runs at once. The reads share
+    one transaction, ended before the tick returns.
     """
     try:
-        term = webhooks.current_term() if term is None else term
+        lead = Lead.of(term, instance)
         enabled = registry.enabled_names()
         _ensure_default_timers(now)
-        ahead = plugin_due.look(now, term, enabled)
+        ahead = plugin_due.look(now, lead, enabled)
         if ahead.idle(now):
             return ahead.wake  # nothing to time out, start, claim, fan out or send
-        return _work(now, instance, term, enabled)
+        return _work(now, instance, lead, enabled)
     finally:
         db.session.rollback()  # the scheduler's connection never waits in a transaction
 
 
-def _work(now: datetime, instance: str, term: int, enabled: set[str]) -> datetime:
+def _work(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> datetime:
     """Do the plugin work due at now, step by step; return when the next is due."""
-    done = {"timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
+    over = budget()
+    done = {"abandoned": settle_orphans(now, lead),
+            "timed out": expire_overdue(now) + delivery_tick.expire_hooks(now)}
     if done["timed out"]:
         enabled = registry.enabled_names()  # a plugin may have been paused for hanging
     more = False
     if not is_frozen("timers"):  # frozen: no run starts; hooks and deliveries go on
-        done["started"] = start_queued(now, instance, enabled)
-        claimed, more = claim_due(now, instance, enabled)
+        done["started"] = start_queued(now, instance, lead, enabled)
+        claimed, more = claim_due(now, instance, lead, enabled, over)
         done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
-    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, term, enabled)
-    done["senders"] = delivery_tick.start_senders(now, term, enabled)
+    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, lead, enabled)
+    done["senders"] = delivery_tick.start_senders(now, lead, enabled)
     if any(done.values()):
-        record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v))
+        record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v),
+                    term=lead.term, holder=lead.holder)
     if more or done["events"] >= hooks.FAN_OUT_BATCH:
         return now  # a backlog: come back at once
-    wake = plugin_due.look(now, term, enabled).wake
+    wake = plugin_due.look(now, lead, enabled).wake
     return wake if wake > now else now + BLOCKED_RECHECK
 
 
@@ -115,12 +140,36 @@ def expire_overdue(now: datetime) -> int:
     return expired
 
 
+def settle_orphans(now: datetime, lead: Lead) -> int:
+    """Record runs still running under another leadership as abandoned, at once; return how many.
+
+    Their leader died, lost the key, or failed between claiming and starting them: no
+    thread of the current leader runs them, so waiting out their maximum runtime would
+    only skip the timer's next slots. Not counted as the timer's failures.
+    """
+    orphans = db.session.execute(
+        sa.select(TimerRun.id, TimerRun.started_at, TimerRun.claimed_term, TimerRun.claimed_holder)
+        .where(TimerRun.status == "running",
+               lead.other(TimerRun.claimed_term, TimerRun.claimed_holder))).all()
+    settled = 0
+    for run_id, started_at, term, holder in orphans:
+        error = (f"Abandoned: claimed by {holder or 'an earlier leader'} (term {term}), which "
+                 "no longer leads the plugin scheduler; its outcome is unknown.")
+        settled += db.session.execute(
+            sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "running",
+                                      lead.holds())
+            .values(status="abandoned", finished_at=now, error=error,
+                    duration_seconds=(now - (started_at or now)).total_seconds())).rowcount
+    db.session.commit()
+    return settled
+
+
 def _in_flight(timer_id: int) -> bool:
     return db.session.scalar(sa.select(TimerRun.id).where(
         TimerRun.timer_id == timer_id, TimerRun.status == "running").limit(1)) is not None
 
 
-def start_queued(now: datetime, instance: str, enabled: set[str]) -> int:
+def start_queued(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> int:
     """Start run-now requests whose timer is not already running; return how many."""
     queued = db.session.execute(
         sa.select(TimerRun.id, TimerRun.scheduled_for, Timer)
@@ -131,19 +180,27 @@ def start_queued(now: datetime, instance: str, enabled: set[str]) -> int:
         if timer.plugin not in enabled or _in_flight(timer.id) or workers.free_slots() <= 0:
             continue
         claimed = db.session.execute(
-            sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "queued")
-            .values(status="running", started_at=now, instance=instance[:200])).rowcount
+            sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "queued",
+                                      lead.holds())
+            .values(status="running", started_at=now, instance=instance[:200],
+                    **lead.mark())).rowcount
         db.session.commit()
         if claimed:
-            _launch(run_id, timer, slot, now, instance)
-            started += 1
+            started += _launch(run_id, timer, slot, now, instance, lead)
     return started
 
 
-def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, bool]:
-    """Claim every due slot (up to a batch); return (runs started, more left to do)."""
+def claim_due(now: datetime, instance: str, lead: Lead, enabled: set[str],
+              over: Callable[[], bool] = lambda: False) -> tuple[int, bool]:
+    """Claim every due slot (up to a batch, or until over()); return (runs started, more left).
+
+    over() is asked before each claim: the first claim is always made, so a tick makes
+    progress however slow the database is.
+    """
     started = claims = 0
     while claims < CLAIM_BATCH:
+        if claims and over():
+            return started, True  # out of time: the runner heartbeats and calls again
         timer = db.session.scalar(for_update_skip_locked(
             sa.select(Timer).where(Timer.next_run_at <= now, ~Timer.paused,
                                    Timer.plugin.in_(enabled))
@@ -155,15 +212,24 @@ def claim_due(now: datetime, instance: str, enabled: set[str]) -> tuple[int, boo
             db.session.rollback()
             return started, False  # wait for a worker; BLOCKED_RECHECK brings us back
         try:
-            started += _claim_slot(timer, now, instance)
+            started += _claim_slot(timer, now, instance, lead)
+        except Deposed:
+            return started, False  # another leads now: it claims the rest
         except (ValueError, LookupError, TypeError, ArithmeticError) as exc:
             _quarantine(timer.id, exc, now)  # a bad schedule pauses its timer, not the scheduler
         claims += 1
     return started, claims >= CLAIM_BATCH  # no row is left locked: each claim committed
 
 
-def _claim_slot(timer: Timer, now: datetime, instance: str) -> int:
-    """Claim the timer's next slot (run, skip or catch up) and advance it; return runs started."""
+class Deposed(Exception):
+    """The plugin key's leadership is no longer the one the tick was called with."""
+
+
+def _claim_slot(timer: Timer, now: datetime, instance: str, lead: Lead) -> int:
+    """Claim the timer's next slot (run, skip or catch up) and advance it; return runs started.
+
+    Advancing the timer is fenced by lead: a deposed leader claims nothing.
+    """
     schedule = Schedule.of(timer)
     due = slot = timer.next_run_at
     status, trigger, error = "running", "schedule", ""
@@ -176,19 +242,23 @@ def _claim_slot(timer: Timer, now: datetime, instance: str) -> int:
             trigger = "catch_up"
     if status == "running" and _in_flight(timer.id):
         status, error = "skipped", "Skipped: the previous run was still running."
+    advanced = db.session.execute(
+        sa.update(Timer).where(Timer.id == timer.id, Timer.next_run_at == due, lead.holds())
+        .values(next_run_at=schedule.next_after(slot))).rowcount
+    if not advanced:  # the row is locked by this transaction: only the fence can refuse
+        db.session.rollback()
+        raise Deposed()
     run_id = db.session.scalar(
         insert_ignoring_conflicts(TimerRun, ["timer_id", "scheduled_for"])
         .values(timer_id=timer.id, scheduled_for=slot, trigger=trigger, status=status,
                 started_at=now if status == "running" else None, error=error, result="",
-                instance=instance[:200], finished_at=None if status == "running" else now)
+                instance=instance[:200], finished_at=None if status == "running" else now,
+                **lead.mark())
         .returning(TimerRun.id))
-    db.session.execute(sa.update(Timer).where(Timer.id == timer.id, Timer.next_run_at == due)
-                       .values(next_run_at=schedule.next_after(slot)))
     db.session.commit()
     if run_id is None or status != "running":
         return 0  # another leader claimed this slot, or it is recorded as skipped
-    _launch(run_id, timer, slot, now, instance)
-    return 1
+    return _launch(run_id, timer, slot, now, instance, lead)
 
 
 def _quarantine(timer_id: int, exc: Exception, now: datetime) -> None:
@@ -202,8 +272,24 @@ def _quarantine(timer_id: int, exc: Exception, now: datetime) -> None:
     db.session.commit()
 
 
-def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str) -> None:
+def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str,
+            lead: Lead) -> int:
+    """Start a claimed run's thread; return 1, or settle the run as failed and return 0.
+
+    A thread that cannot start (the process is out of threads) must not leave a run
+    'running' that nothing runs: that would skip the timer's slots for its maximum runtime.
+    """
     app = delivery_tick.plugin_app()
-    workers.start(delivery_tick.run_key(timer.plugin, run_id), app, partial(
-        workers.execute_run, run_id, timer.id, timer.qualified_action, dict(timer.params or {}),
-        slot, now, instance, float(timer.max_runtime_seconds), app))
+    timer_id, plugin = timer.id, timer.plugin
+    try:
+        workers.start(delivery_tick.run_key(plugin, run_id), app, partial(
+            workers.execute_run, run_id, timer_id, timer.qualified_action,
+            dict(timer.params or {}), slot, now, instance, float(timer.max_runtime_seconds),
+            app, lead))
+    except Exception as exc:  # noqa: BLE001 - whatever it was, the run did not start
+        db.session.rollback()
+        log.exception("timer run %s could not start", run_id)
+        finish_run(run_id, timer_id, "failed", "", f"Not started: {type(exc).__name__}: {exc}",
+                   now, 0.0)
+        return 0
+    return 1

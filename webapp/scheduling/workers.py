@@ -20,6 +20,7 @@ from flask import Flask
 from ..extensions import db
 from ..plugins import registry
 from ..plugins.base import RunContext
+from ..plugins.fence import Lead
 from ..timers.runs import finish_run
 
 log = logging.getLogger("soloist.workers")
@@ -97,8 +98,11 @@ def drain(timeout: float) -> bool:
 
 def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
                 scheduled_for: datetime, started_at: datetime, instance: str,
-                max_runtime: float, app: Flask) -> None:
-    """Run one claimed timer run and record its outcome (called in a worker)."""
+                max_runtime: float, app: Flask, lead: Lead | None = None) -> None:
+    """Run one claimed timer run and record its outcome (called in a worker).
+
+    lead is the leadership that claimed it: what the action claims is fenced by it.
+    """
     origin = time.monotonic()
     status, result, error = "succeeded", "", ""
     try:
@@ -106,7 +110,7 @@ def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
         if found is None:
             raise LookupError(f"action {qualified} is not loaded")
         ctx = RunContext(app, run_id, timer_id, scheduled_for, started_at, instance,
-                         origin + max_runtime)
+                         origin + max_runtime, lead)
         result = str(found[1].func(ctx, **params) or "")
     except Exception as exc:  # the action's failure is the run's result
         db.session.rollback()
