@@ -235,8 +235,10 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),
-        "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 6, minimum=1),
-        "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 30.0, 0.01),
+        # Standard Webhooks' schedule from a first retry after 5 s (webhook_sends.retry_delay):
+        # 9 attempts span about 18 hours
+        "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 9, minimum=1),
+        "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),
         "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),

@@ -107,7 +107,9 @@ WITH victim AS MATERIALIZED (
                            'detail', %(detail)s::text,
                            'by', current_setting('application_name'), 'at', now()),
          current_setting('application_name'), now(),
-         'ops.leader_evicted:' || name || ':' || term
+         -- the holder's name carries its session nonce: a term number a lossy failover
+         -- handed out again names another occurrence
+         'ops.leader_evicted:' || name || ':' || term || ':' || holder
   FROM lost ON CONFLICT (dedupe_key) DO NOTHING
 ), process AS MATERIALIZED (
   SELECT pg_terminate_backend(b.pid, 2000) AS ended

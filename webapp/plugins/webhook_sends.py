@@ -31,7 +31,7 @@ from .net import UnsafeURL, post
 log = logging.getLogger("soloist.plugins.webhooks")
 
 TIMEOUT_SECONDS = 10.0
-MAX_ATTEMPTS = 6
+MAX_ATTEMPTS = 9
 RETRY_SECONDS = 5.0  # the first retry's delay (WEBHOOK_RETRY_SECONDS); the schedule scales
 # Standard Webhooks' reference schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with two
 # steps put in (30 s, 2 min) so a blip of a minute or two is bridged by the third or fourth

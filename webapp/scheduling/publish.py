@@ -28,8 +28,9 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     published = posts.publish_due(now, posts.BATCH_SIZE, instance)
     unpublished = posts.unpublish_expired(now, posts.BATCH_SIZE, instance)
     if published or unpublished:
-        record_work(PUBLISH.value, now, f"published {len(published)}, "
-                                        f"unpublished {len(unpublished)}")
+        record_work(PUBLISH.value, now,
+                    f"published {len(published)}, unpublished {len(unpublished)}",
+                    term=term or None, holder=instance)
     if posts.BATCH_SIZE in (len(published), len(unpublished)):
         return now  # a backlog: come straight back for the next batch
     upcoming = posts.next_due()

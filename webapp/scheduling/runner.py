@@ -301,7 +301,8 @@ class Scheduler:
 
     def _record_failure(self, key: int, now, exc: Exception) -> None:
         try:
-            record_work(key, now, f"error: {type(exc).__name__}: {exc}")
+            record_work(key, now, f"error: {type(exc).__name__}: {exc}",
+                        term=self.leadership.held.get(key, 0), holder=self.locks.name)
         except Exception:
             log.exception("could not record the failed tick")
             db.session.rollback()
