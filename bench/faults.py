@@ -82,8 +82,8 @@ from tests.scenarios import (
 )
 from tests.traffic import WebhookReceiver, WebLoad
 
-ROWS = ("freeze", "load", "restart", "term", "chaos", "partition", "failover", "lossy",
-        "standby", "pooler")
+ROWS = ("freeze", "load", "restart", "term", "chaos", "chaos-defaults", "partition",
+        "failover", "lossy", "standby", "pooler")
 
 
 class Row:
@@ -301,6 +301,34 @@ def chaos_row(pg: PgServer, args: argparse.Namespace) -> Row:
     row.notes += [line for line in str(rep).splitlines()[:7]]
     row.notes.append(f"first receipt after publish_at: p99 {p99(rep.receipt_lags):.1f} s, "
                      f"max {max(rep.receipt_lags, default=float('nan')):.1f} s")
+    return row
+
+
+def chaos_defaults_row(pg: PgServer, args: argparse.Namespace) -> Row:
+    """The chaos run with the default webhook settings and no nudging: when does the last
+    post reach a receiver that fails every 7th call, counted from the end of the faults?"""
+    row = Row(f"chaos, {args.chaos_seconds:g} s, default webhook settings, receiver failing "
+              "every 7th call", "every post delivered ≤ 60 s after the run; one id per post")
+    fleet = fleet_for(pg, "chaosd", args, WEBHOOK_ALLOW_PRIVATE="true")
+    receiver = WebhookReceiver(SECRET, fail_rate=0.0, fail_every=7).start()
+    try:
+        fleet.start(args.instances, args.workers)
+        chaos = Chaos(fleet, pg, receiver, args.seed, args.instances, args.workers)
+        chaos.report.instances = args.instances
+        rep = chaos.run(args.chaos_seconds, receipt_wait=args.receipt_wait, log=log,
+                        nudge=False)
+    finally:
+        fleet.close()
+        receiver.close()
+    delivered = [min(r.at for r in got if 200 <= r.status < 300)
+                 for got in receiver.by_post().values()
+                 if any(200 <= r.status < 300 for r in got)]
+    last = max(delivered, default=float("nan")) - rep.ended_at
+    missing = len(set(rep.outcome.missing) | set(rep.not_received))
+    row.measured = (f"{missing} missing, {len(rep.two_ids)} with two delivery ids; last "
+                    f"delivery {last:.1f} s after the run")
+    row.met = not missing and not rep.two_ids and last <= 60
+    row.notes += [line for line in str(rep).splitlines()[:4]]
     return row
 
 
@@ -561,7 +589,8 @@ def run_rows(name: str, runners: dict, args: argparse.Namespace, title: str,
 def main() -> None:
     args = parse_args()
     runners = {"freeze": freeze_row, "load": load_row, "restart": restart_row,
-               "term": term_row, "chaos": chaos_row, "partition": partition_row,
+               "term": term_row, "chaos": chaos_row, "chaos-defaults": chaos_defaults_row,
+               "partition": partition_row,
                "failover": failover_row, "lossy": lossy_row, "standby": standby_row,
                "pooler": pooler_row}
     run_rows("faults", runners, args, f"Faults ({args.instances} instances × {args.workers} "
