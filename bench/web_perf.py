@@ -372,15 +372,16 @@ def component_times(url: str, rounds: int) -> list[tuple[str, float]]:
     from flask import render_template
 
     from tests.conftest import make_app
-    from webapp import markdown, posts, sitestate
+    from webapp import posts
     from webapp.extensions import db
+    from webapp.site import markdown, state
 
     app = make_app(url, SCHEDULER_ENABLED=False)
     found = []
     parts = {"SELECT the post (published_by_slug)": 0.0, "markdown.render(body)": 0.0,
              "render_template(site/post.html)": 0.0}
     with app.test_request_context("/posts/bench-1"):
-        site = sitestate.current()
+        site = state.current()
         for i in range(rounds):
             slug = f"bench-{1 + (i * 37) % 10_000}"
             t0 = time.perf_counter()

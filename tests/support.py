@@ -36,7 +36,7 @@ from tests.cluster import (
     wait_for,
 )
 from webapp import create_app
-from webapp.apitokens import create_token
+from webapp.accounts.tokens import create_token
 from webapp.config import normalise_database_url
 from webapp.extensions import db
 from webapp.models import (

@@ -3,6 +3,8 @@
 import ast
 from pathlib import Path
 
+import pytest
+
 WEBAPP = Path(__file__).resolve().parent.parent / "webapp"
 
 
@@ -89,3 +91,42 @@ def test_plugins_never_import_the_scheduler():
     upward = {name: sorted(t for t in targets if t.startswith("webapp.scheduling"))
               for name, targets in graph.items() if name.startswith("webapp.plugins")}
     assert {name: found for name, found in upward.items() if found} == {}
+
+
+def _package(module: str) -> str:
+    """Return the concept a module belongs to: webapp.<package>, or the top module itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Return which packages import which (the app factory, webapp itself, left out)."""
+    graph: dict[str, set[str]] = {}
+    for name, targets in _import_graph().items():
+        if name == "webapp":
+            continue
+        mine = graph.setdefault(_package(name), set())
+        mine.update(_package(t) for t in targets if t != "webapp" and _package(t) != _package(name))
+    return graph
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    graph = _package_graph()
+    assert {"webapp.accounts", "webapp.site", "webapp.ops", "webapp.posts"} <= set(graph)
+    cycles = {name: sorted(t for t in graph[name] if name in _reachable(graph, t))
+              for name in graph if name in _reachable(graph, name)}
+    assert cycles == {}
+
+
+@pytest.mark.parametrize("package", ["accounts", "site", "ops", "leadership", "posts",
+                                     "plugins", "timers", "scheduling"])
+def test_each_package_says_what_it_owns_and_what_it_may_import(package):
+    doc = ast.get_docstring(ast.parse((WEBAPP / package / "__init__.py").read_text())) or ""
+    assert "import" in doc, f"webapp/{package}/__init__.py does not say what it may import"
+
+
+def test_ops_and_leadership_build_on_no_domain_package():
+    graph = _package_graph()
+    domains = {"webapp.accounts", "webapp.site", "webapp.posts", "webapp.plugins",
+               "webapp.timers", "webapp.scheduling", "webapp.views"}
+    assert graph["webapp.ops"] & domains == set()
+    assert graph["webapp.leadership"] & (domains | {"webapp.ops"}) == set()

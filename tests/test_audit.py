@@ -14,8 +14,9 @@ import sqlalchemy as sa
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
 from tests.support import TIMER, Api, AuthActions, add_user, new_post, post_form, record_term
-from webapp import freezes, sessions, timers
-from webapp.apitokens import create_token
+from webapp import timers
+from webapp.accounts import sessions
+from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import (
     ApiToken,
@@ -26,6 +27,7 @@ from webapp.models import (
     WebhookEndpoint,
     utcnow,
 )
+from webapp.ops import freezes
 from webapp.plugins import registry
 from webapp.posts import content_digest
 

@@ -11,9 +11,10 @@ import sqlalchemy as sa
 
 from tests.cluster import PUBLISH_KEY, holding
 from tests.support import TIMER, add_user, field_error, new_post, post_form, record_term, text
-from webapp import audit, timers
+from webapp import timers
 from webapp.extensions import db
 from webapp.models import AuditEvent, Timer, User
+from webapp.ops import audit
 
 WEB_ADDRESS = "198.51.100.7"
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cluster import Instance, create_database, drop_database, flask_cmd, wait_for
 from tests.support import PASSWORD, postgres_or_skip
-from webapp.security import UPLOAD_LIMIT
+from webapp.accounts.security import UPLOAD_LIMIT
 
 ADMIN = "admin@example.com"
 

@@ -17,7 +17,7 @@ from webapp.extensions import db
 from webapp.leadership.base import LockUnavailable
 from webapp.leadership.keys import PUBLISH
 from webapp.leadership.pg import PgLockSession
-from webapp.revalidation import Reader
+from webapp.site.revalidation import Reader
 
 SERVER_SIDE = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
                "tcp_user_timeout", "client_connection_check_interval", "statement_timeout")

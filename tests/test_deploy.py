@@ -21,8 +21,8 @@ from tests.cluster import (
     free_port,
     wait_for,
 )
-from webapp.budget import check_connection_budget, per_process
 from webapp.leadership.pg import PgLockSession
+from webapp.ops.budget import check_connection_budget, per_process
 
 pytestmark = pytest.mark.slow
 

@@ -20,11 +20,11 @@ from tests.cluster import (
     wait_for,
 )
 from tests.support import PASSWORD, WebSession, text
-from webapp.deploys import build_timeline, report
-from webapp.deploys.timeline import lane
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
 from webapp.models import Deploy, LeaderEvent, Post
+from webapp.ops.deploys import build_timeline, report
+from webapp.ops.deploys.timeline import lane
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 RELEASE_VARIABLES = ("SOURCE_VERSION", "HEROKU_RELEASE_VERSION", "RENDER_GIT_COMMIT",

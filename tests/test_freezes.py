@@ -10,9 +10,10 @@ import sqlalchemy as sa
 
 from tests.cluster import PUBLISH_KEY, wait_for
 from tests.support import WebSession, csrf_from, post_form, text
-from webapp import freezes
+from webapp import posts
 from webapp.extensions import db
 from webapp.models import Freeze, Post, TimerRun
+from webapp.ops import freezes
 from webapp.scheduling import plugin_tick, publish, workers
 from webapp.timers import create_timer
 
@@ -38,7 +39,7 @@ def test_a_frozen_publish_leader_publishes_nothing_until_resumed(app):
         freezes.freeze("publishing", "incident 42", "publish", "ops@example.com")
         assert publish.tick(T0) == T0 + publish.FROZEN_RECHECK
         assert status_of(post_id) == "scheduled"
-        freezes.resume("publishing")
+        freezes.resume("publishing", posts.hold_due)
         publish.tick(T0)
         assert status_of(post_id) == "published"
 
@@ -48,7 +49,7 @@ def test_resume_with_hold_turns_posts_that_came_due_into_drafts_keeping_their_ti
         held = due_post("Held")
         later = due_post("Later", at=T0 + timedelta(hours=1))
         freezes.freeze("publishing", "bad copy in the queue", "hold", "ops@example.com")
-        done = freezes.resume("publishing", now=T0)
+        done = freezes.resume("publishing", posts.hold_due, now=T0)
         assert done.held == [(held, "Held")]
         assert status_of(held) == "draft" and status_of(later) == "scheduled"
         assert db.session.get(Post, held).publish_at == T0 - timedelta(minutes=1)
@@ -68,7 +69,7 @@ def test_frozen_timers_start_no_run_and_resume_follows_the_misfire_policy(app):
         runs = sa.select(sa.func.count()).select_from(TimerRun).where(
             TimerRun.timer_id == timer.id)
         assert db.session.scalar(runs) == 0
-        freezes.resume("timers")
+        freezes.resume("timers", posts.hold_due)
         plugin_tick.tick(T0 + timedelta(minutes=5))  # a long freeze: 30 slots missed
         assert workers.drain(10)
         assert db.session.scalar(runs) == 1  # run_once: the missed slots run once

@@ -4,7 +4,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from webapp.markdown import render
+from webapp.site.markdown import render
 
 
 def test_markdown_renders_headings_emphasis_lists_code_and_tables():

@@ -74,7 +74,7 @@ def test_the_scrape_token_may_scrape_and_a_signed_in_cookie_may_not(app, client)
 
 
 def test_a_revoked_users_token_may_not_scrape(app, api):
-    from webapp.apitokens import revoke_tokens
+    from webapp.accounts.tokens import revoke_tokens
     from webapp.models import User
 
     with app.app_context():

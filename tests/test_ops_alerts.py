@@ -12,16 +12,16 @@ from standardwebhooks import Webhook
 from tests.cluster import wait_for
 from tests.receiver import Receiver
 from tests.support import AuthActions, post_form
-from webapp import alerts as ops_alerts
 from webapp.config import ConfigError, load_config
 from webapp.db import clock
 from webapp.extensions import db
 from webapp.leadership.base import PollRow
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import PLUGINS, PUBLISH
-from webapp.leadership.ops import evict
 from webapp.leadership.pg import PgLockSession
 from webapp.models import OutboxEvent, Post, Timer, WebhookDelivery, WebhookEndpoint
+from webapp.ops import alerts as ops_alerts
+from webapp.ops.leaders import evict
 from webapp.plugins import Plugin, registry, webhooks
 from webapp.plugins.endpoints import create_webhook, new_secret
 from webapp.scheduling import delivery_tick, plugin_tick, publish, workers

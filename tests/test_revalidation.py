@@ -14,8 +14,9 @@ import pytest
 from tests.cluster import wait_for
 from tests.support import make_app, new_post, serve
 from tests.test_pooler import _start_pgbouncer, _via
-from webapp import posts, revalidation
+from webapp import posts
 from webapp.extensions import db
+from webapp.site import revalidation
 
 LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 

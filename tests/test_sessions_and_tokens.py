@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support import PASSWORD, add_user, post_form, text
-from webapp.apitokens import create_token
+from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import ApiToken, User, UserSession, utcnow
 

@@ -7,9 +7,10 @@ import pytest
 from flask import template_rendered
 
 from tests.support import make_app, new_post, text
-from webapp import posts, sitestate
+from webapp import posts
 from webapp.extensions import db
 from webapp.scheduling import publish
+from webapp.site import state as sitestate
 
 ATOM = "{http://www.w3.org/2005/Atom}"
 LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)

@@ -80,7 +80,7 @@ def test_a_republication_after_an_unpublish_is_a_new_event_with_new_ids(endpoint
 
 
 def test_a_redelivery_keeps_its_id_and_an_alert_has_an_id_of_its_occurrence(endpoints):
-    from webapp import alerts
+    from webapp.ops import alerts
 
     alerts.webhook_failing(endpoints[0], "http://127.0.0.1:9/a", 3, "HTTP 500", T0)
     db.session.commit()

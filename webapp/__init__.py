@@ -6,10 +6,11 @@ from pathlib import Path
 
 from flask import Flask
 
-from . import headers, limits, siteurl, timefmt
+from . import headers, limits, timefmt
 from .config import check_production_config, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
 from .extensions import db, migrate
+from .site import urls
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +29,7 @@ def create_app(config: dict | None = None) -> Flask:
     configure_database(app)
     register_extensions(app)
     register_blueprints(app)
-    siteurl.init_app(app)
+    urls.init_app(app)
     limits.init_app(app)
     headers.init_app(app)
     timefmt.init_app(app)
@@ -103,7 +104,7 @@ NAV = [
 
 def register_blueprints(app: Flask) -> None:
     """Mount the web views, the error pages and the navigation."""
-    from . import security
+    from .accounts import security
     from .views import (
         api,
         audit,

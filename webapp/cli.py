@@ -7,13 +7,13 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.cli import with_appcontext
 
-from . import audit
-from .accounts import user_target
-from .apitokens import create_token, revoke_tokens
-from .deploys.cli import record_deploy_command, release_command
+from .accounts.tokens import create_token, revoke_tokens
+from .accounts.users import user_target
 from .extensions import db
 from .leadership.cli import leaders_command
 from .models import User
+from .ops import audit
+from .ops.deploys.cli import record_deploy_command, release_command
 from .timezones import is_zone
 
 

@@ -12,10 +12,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
-from .. import alerts, audit
-from ..db import database_now
+from ..db import database_now, wake_scheduler
 from ..extensions import db
-from ..models import Timer, WebhookDelivery, WebhookEndpoint
+from ..leadership.keys import PLUGINS
+from ..models import WebhookDelivery, WebhookEndpoint
+from ..ops import alerts, audit
 from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
@@ -152,8 +153,6 @@ def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
     cleared in the same UPDATE, so that attempt's outcome, when it comes, changes nothing
     (it may still reach the receiver; the same webhook-id lets it drop one of the two).
     """
-    from ..timers import queue_run_now
-
     delivery_id, was = delivery.id, delivery.status
     now = now or database_now()  # before the changes: on PostgreSQL it ends a transaction
     db.session.execute(
@@ -163,8 +162,5 @@ def redeliver(delivery: WebhookDelivery, now: datetime | None = None) -> None:
     audit.record("webhook.redeliver", audit.target("delivery", delivery_id, delivery.topic),
                  {"endpoint": delivery.endpoint_id, "delivery_id": delivery.delivery_id,
                   "status": [was, "pending"]})
+    wake_scheduler(PLUGINS.name)  # at commit: the plugin leader sends it at once
     db.session.commit()
-    timer = db.session.scalar(sa.select(Timer).where(
-        Timer.plugin == "webhooks", Timer.default_key == "deliver"))
-    if timer is not None:
-        queue_run_now(timer, now, audited=False)  # part of the redelivery recorded above

@@ -22,10 +22,10 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from ..alerts import OPS_TOPICS
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import HookDelivery, OutboxEvent
+from ..ops.alerts import OPS_TOPICS
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
 from .fence import Lead

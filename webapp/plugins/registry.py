@@ -12,9 +12,9 @@ from importlib.metadata import entry_points
 
 import sqlalchemy as sa
 
-from .. import audit
 from ..extensions import db
 from ..models import PluginState, utcnow
+from ..ops import audit
 from .base import Action, Plugin
 
 log = logging.getLogger("soloist.plugins")

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from .. import alerts
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
+from ..ops import alerts
 from . import signing
 from .net import UnsafeURL, post
 

@@ -30,10 +30,10 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from .. import alerts
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
+from ..ops import alerts
 from .base import Plugin, RunContext
 from .fence import Lead
 from .hooks import new_claim

@@ -3,7 +3,10 @@
 Every function checks its input before writing and writes in one transaction,
 so bad input changes nothing. The text is edited in `edits`, the status moves
 in `lifecycle` (one fenced conditional UPDATE for editors and the leader
-alike), and the reading side is in `queries`.
+alike), and the reading side is in `queries`. It may import the bottom of the house,
+leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
+validators follow, bumped in the same transaction); nothing that builds on posts
+(plugins, timers, scheduling, views).
 """
 
 from .changes import change_post

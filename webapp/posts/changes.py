@@ -8,11 +8,12 @@ checked against it, and one commit writes them all (with their audit rows).
 
 from datetime import datetime
 
-from .. import audit, sitestate
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PUBLISH
 from ..models import Post
+from ..ops import audit
+from ..site import state
 from .edits import SLUG_TAKEN, _commit_or_slug_taken, _slug_taken, _text_changes, check_fields
 from .errors import PostError
 from .lifecycle import SCHEDULABLE, _audit_post, _locked, check_times
@@ -39,7 +40,7 @@ def change_post(post_id: int, version: int, text: tuple[str, str, str] | None,
                      _text_changes(post, fields))
         post.title, post.slug, post.body = fields.title, fields.slug, fields.body
         if post.status == "published":  # under the row lock: readers see the new text
-            sitestate.bump(now)
+            state.bump(now)
     post.version += 1
     post.updated_at = now
     _commit_or_slug_taken()

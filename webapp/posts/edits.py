@@ -9,12 +9,13 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from .. import audit, sitestate
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PUBLISH
 from ..models import Post
-from ..xmltext import unsafe_character
+from ..ops import audit
+from ..site import state
+from ..site.xmltext import unsafe_character
 from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
 
 MAX_TITLE = 200
@@ -210,7 +211,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
         db.session.rollback()
         raise StalePost(get_post(post_id))
     if saved[0] == "published":  # readers see the new text: the public pages changed
-        sitestate.bump(now)
+        state.bump(now)
     audit.record("post.edit", audit.target("post", post_id, fields.title),
                  _text_changes(post, fields))
     _commit_or_slug_taken()

@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from .. import audit, sitestate
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
-from ..metrics import observe_publish_lags
 from ..models import OutboxEvent, Post
+from ..ops import audit
+from ..ops.metrics import observe_publish_lags
+from ..site import state
 from .edits import check_times, get_post
 from .errors import PostError, PostNotFound, StalePost
 
@@ -70,7 +71,7 @@ def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str)
     """
     if moved:
         write_outbox(topic, moved, now, instance)
-        sitestate.bump(now)
+        state.bump(now)
         wake_scheduler(PLUGINS.name)  # the outbox's hooks (webhooks, sitemap) at once
     db.session.commit()
 

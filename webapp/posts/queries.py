@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from sqlalchemy.orm import defer
 
-from .. import sitestate
 from ..extensions import db
 from ..models import Post, SiteState
+from ..site import state
 
 
 def _like(text: str) -> str:
@@ -112,7 +112,7 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
     """Return the published post at slug with the site's row beside it, in one read.
 
     The row has the post's id, title, slug, body, published_at, version and updated_at,
-    and webapp.sitestate.columns() (None when the site has no row yet): all a public post
+    and webapp.state.columns() (None when the site has no row yet): all a public post
     page shows and validates against. None for anything the public may not see. Read on
     conn when given, else in the session.
     """
@@ -123,7 +123,7 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
 def _published_at_slug(*columns: sa.ColumnElement) -> sa.Select:
     """Return a read of columns of the published post at :slug, the site's row beside them."""
     return (sa.select(*columns, Post.version.label("post_version"), Post.updated_at,
-                      *sitestate.columns())
+                      *state.columns())
             .outerjoin(SiteState, SiteState.id == SiteState.ROW)
             .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
 

@@ -12,8 +12,8 @@ from functools import partial
 
 from flask import Flask, current_app
 
-from .. import alerts
 from ..db import clock
+from ..ops import alerts
 from ..plugins import hooks, registry, webhooks
 from ..plugins.fence import Lead
 from . import workers

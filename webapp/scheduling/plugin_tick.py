@@ -25,12 +25,12 @@ from functools import partial
 import sqlalchemy as sa
 from flask import current_app
 
-from .. import alerts
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
-from ..freezes import is_frozen
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
+from ..ops import alerts
+from ..ops.freezes import is_frozen
 from ..plugins import hooks, registry
 from ..plugins.fence import Lead
 from ..plugins.schedules import Schedule

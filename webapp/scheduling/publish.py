@@ -4,9 +4,10 @@ from datetime import datetime, timedelta
 
 from flask import current_app
 
-from .. import alerts, posts
-from ..freezes import is_frozen
+from .. import posts
 from ..leadership.keys import PUBLISH
+from ..ops import alerts
+from ..ops.freezes import is_frozen
 from .work import record_work
 
 # Due posts that this tick could not take are row-locked by another transaction (a frozen

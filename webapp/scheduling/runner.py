@@ -13,7 +13,6 @@ import time
 
 from flask import Flask
 
-from ..budget import check_connection_budget, connections_per_process
 from ..db import (
     HANDOVER_CHANNEL,
     WAKE_CHANNEL,
@@ -27,8 +26,9 @@ from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
 from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
-from ..metrics import observe_tick
 from ..models import LeaderEvent
+from ..ops.budget import check_connection_budget, connections_per_process
+from ..ops.metrics import observe_tick
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
 from .watch import Watch

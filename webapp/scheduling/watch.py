@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable
 
 from flask import Flask
 
-from .. import alerts
 from ..db import database_now
 from ..extensions import db
 from ..leadership.base import PollRow
 from ..leadership.keys import by_value
+from ..ops import alerts
 from ..plugins.net import UnsafeURL, request
 
 log = logging.getLogger("soloist.scheduler")

@@ -2,7 +2,8 @@
 
 The views and the JSON API both call these; every function commits its own work,
 and wakes the plugin leader when a timer may now be due sooner. The plugin
-leader's side (claiming due slots, running actions) is in webapp.scheduling.
+leader's side (claiming due slots, running actions) is in webapp.scheduling. It may
+import the bottom of the house, ops (audit, alerts) and plugins (actions, schedules).
 """
 
 import logging
@@ -12,10 +13,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .. import audit
 from ..db import database_now, insert_ignoring_conflicts, wake_scheduler
 from ..extensions import db
 from ..models import Timer, TimerRun
+from ..ops import audit
 from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import Schedule

@@ -5,10 +5,10 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from .. import alerts
 from ..db import wake_scheduler
 from ..extensions import db
 from ..models import Timer, TimerRun
+from ..ops import alerts
 
 log = logging.getLogger("soloist.timers")
 

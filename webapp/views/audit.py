@@ -4,8 +4,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from flask import Blueprint, render_template, request
 
-from .. import audit
-from ..security import role_required
+from ..accounts.security import role_required
+from ..ops import audit
 from ..timefmt import reader_zone
 from ..timezones import MAX_YEAR, MIN_YEAR, OUT_OF_RANGE, zone_or_default
 

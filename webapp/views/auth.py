@@ -12,18 +12,18 @@ from flask import (
 )
 from flask_login import current_user, login_required, login_user, logout_user
 
-from .. import sessions, throttle
-from ..accounts import (
+from ..accounts import sessions, throttle
+from ..accounts.security import client_address, is_safe_next
+from ..accounts.tokens import create_token, list_tokens
+from ..accounts.users import (
     change_password,
     check_credentials,
     end_one,
     password_errors,
     set_timezone,
 )
-from ..apitokens import create_token, list_tokens
 from ..extensions import db
 from ..models import User
-from ..security import client_address, is_safe_next
 from ..timezones import is_zone, zone_names
 
 bp = Blueprint("auth", __name__)

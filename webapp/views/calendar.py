@@ -5,10 +5,10 @@ from datetime import date, datetime, time, timedelta
 from flask import Blueprint, abort, flash, g, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from ..accounts.security import role_required
 from ..db import database_now
 from ..posts import PostError, PostNotFound, StalePost, get_post
 from ..posts import calendar as domain
-from ..security import role_required
 from ..timefmt import format_local, to_local
 from ..timers.upcoming import runs_by_day
 from ..timezones import (

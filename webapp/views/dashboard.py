@@ -3,10 +3,10 @@
 from flask import Blueprint, current_app, g, render_template, url_for
 
 from .. import posts
+from ..accounts.security import role_required
 from ..db import database_now
 from ..leadership.keys import PUBLISH
 from ..leadership.status import leader_summary
-from ..security import role_required
 
 bp = Blueprint("dashboard", __name__, url_prefix="/admin")
 

@@ -74,9 +74,27 @@ def _reachable(error: HTTPException) -> HTTPException:
     return NotFound()
 
 
+NUL_REFUSED = ("Text with a NUL character (\\0) cannot be saved or searched for: remove it "
+               "and try again.")
+
+
+def refuse_nul_characters():
+    """Refuse a form or query with a NUL character, which PostgreSQL text cannot hold.
+
+    The JSON API checks its own bodies and names the field (views/api/).
+    """
+    if request.path.startswith("/api/"):
+        return None
+    for values in (request.args, request.form):
+        if any("\x00" in value for _, value in values.items(multi=True)):
+            return render_error(400, NUL_REFUSED)
+    return None
+
+
 def init_app(app: Flask) -> None:
     """Register the error handlers (and bound the ids in URLs, before any route exists)."""
     app.url_map.converters["int"] = IntegerConverter
+    app.before_request(refuse_nul_characters)
 
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError):

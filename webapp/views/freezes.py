@@ -3,8 +3,9 @@
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from .. import freezes
-from ..security import role_required
+from .. import posts
+from ..accounts.security import role_required
+from ..ops import freezes
 
 bp = Blueprint("freezes", __name__, url_prefix="/admin/freeze")
 
@@ -49,7 +50,7 @@ def create():
 def resume(scope: str):
     """End a scope's freeze."""
     try:
-        done = freezes.resume(scope)
+        done = freezes.resume(scope, posts.hold_due)
     except freezes.FreezeError as exc:
         return _page(409, errors=exc.errors)
     message = f"{freezes.SCOPES[scope]} resumed."

@@ -2,8 +2,8 @@
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template, url_for
 
+from ..accounts.security import role_required
 from ..plugins import hooks, registry, sitemap
-from ..security import role_required
 
 bp = Blueprint("plugins", __name__)
 

@@ -4,11 +4,11 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask_login import current_user
 
 from .. import posts as domain
+from ..accounts.security import role_required
 from ..clockchanges import post_warning
-from ..markdown import render
 from ..models import Post
 from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
-from ..security import role_required
+from ..site.markdown import render
 from ..timefmt import format_local
 from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 

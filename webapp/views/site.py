@@ -23,9 +23,10 @@ from flask import (
 )
 from flask_login import current_user
 
-from .. import httpcache, markdown, posts, revalidation, sitestate, xmltext
+from .. import posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
+from ..site import httpcache, markdown, revalidation, state, xmltext
 
 bp = Blueprint("site", __name__)
 
@@ -87,13 +88,13 @@ def _page_number() -> int:
 
 def post_validators(found) -> httpcache.Validators:
     """Return what a post page validates against: the post's version and the settings'."""
-    site = sitestate.info(found)
+    site = state.info(found)
     changed = max(t for t in (found.updated_at, site.settings_changed_at) if t is not None)
     return httpcache.Validators(_etag("p", site.settings_version, site.settings_changed_at,
                                       found.id, found.post_version, found.updated_at), changed)
 
 
-def listing_validators(kind: str, site: sitestate.SiteInfo, *parts) -> httpcache.Validators:
+def listing_validators(kind: str, site: state.SiteInfo, *parts) -> httpcache.Validators:
     """Return what the index (kind "i", parts the page) or the feed ("f") validates against."""
     return httpcache.Validators(_etag(kind, site.version, site.changed_at, *parts),
                                 site.changed_at)
@@ -104,7 +105,7 @@ def index():
     """List published posts newest first, with excerpts, 20 a page; past the last page, 404."""
     page = _page_number()
     read_without_transaction()
-    site = sitestate.current()
+    site = state.current()
 
     def render() -> str:
         found = posts.published_page(page, PAGE_SIZE)
@@ -128,7 +129,7 @@ def post(slug: str):
     if found is None:
         abort(404)
     return _respond(post_validators(found), lambda: render_template(
-        "site/post.html", site=sitestate.info(found), post=found,
+        "site/post.html", site=state.info(found), post=found,
         body=markdown.render(found.body), description=markdown.excerpt(found.body)))
 
 
@@ -136,7 +137,7 @@ def post(slug: str):
 def feed():
     """Serve the latest published posts as an Atom feed."""
     read_without_transaction()
-    site = sitestate.current()
+    site = state.current()
 
     def render() -> Response:
         entries = [(p, markdown.render(p.body))
@@ -180,8 +181,8 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
     return None
 
 
-def _site() -> sitestate.SiteInfo:
-    return sitestate.info(revalidation.read(sitestate.CURRENT))
+def _site() -> state.SiteInfo:
+    return state.info(revalidation.read(state.CURRENT))
 
 
 def init_app(app: Flask) -> None:

@@ -2,14 +2,14 @@
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
-from .. import sitestate
-from ..security import role_required
+from ..accounts.security import role_required
+from ..site import state
 
 bp = Blueprint("site_settings", __name__, url_prefix="/admin/site")
 
 
 def _page(form: dict, errors: dict | None = None, status: int = 200):
-    return render_template("site_settings/edit.html", site=sitestate.current(), form=form,
+    return render_template("site_settings/edit.html", site=state.current(), form=form,
                            errors=errors or {}), status
 
 
@@ -17,7 +17,7 @@ def _page(form: dict, errors: dict | None = None, status: int = 200):
 @role_required("admin")
 def edit():
     """Show the site's name and description, with the defaults a blank field falls back to."""
-    site = sitestate.current()
+    site = state.current()
     return _page({"name": site.custom_name or "", "description": site.custom_description or ""})
 
 
@@ -27,8 +27,8 @@ def save():
     """Save the name and description; every public page validates against the change at once."""
     form = {name: request.form.get(name, "") for name in ("name", "description")}
     try:
-        sitestate.save_settings(form["name"], form["description"])
-    except sitestate.SiteSettingsError as exc:
+        state.save_settings(form["name"], form["description"])
+    except state.SiteSettingsError as exc:
         return _page(form, exc.errors, 422)
     flash("Site settings saved: the public pages show them now.", "success")
     return redirect(url_for("site_settings.edit"), code=303)

@@ -14,10 +14,10 @@ from flask import (
 )
 from flask_login import current_user
 
-from ..deploys import WINDOW, build_timeline, report
-from ..leadership.ops import OpsError, current_holder, evict, request_step_down
+from ..accounts.security import role_required
 from ..leadership.status import find_key, shared_snapshot, snapshot
-from ..security import role_required
+from ..ops.deploys import WINDOW, build_timeline, report
+from ..ops.leaders import OpsError, current_holder, evict, request_step_down
 
 bp = Blueprint("status", __name__, url_prefix="/status")
 

@@ -8,13 +8,13 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask_login import current_user
 
 from .. import timers as domain
+from ..accounts.security import role_required
 from ..db import database_now
 from ..extensions import db
 from ..models import Timer
 from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import UNITS, Schedule
-from ..security import role_required
 from ..timefmt import to_local
 from ..timers import access, preview
 from .errors import render_error

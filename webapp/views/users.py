@@ -2,8 +2,10 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from .. import sessions
-from ..accounts import (
+from ..accounts import sessions
+from ..accounts.security import role_required
+from ..accounts.tokens import list_tokens
+from ..accounts.users import (
     AccountError,
     change_role,
     create_account,
@@ -14,9 +16,7 @@ from ..accounts import (
     set_active,
     sign_out_everywhere,
 )
-from ..apitokens import list_tokens
 from ..models import User
-from ..security import role_required
 
 bp = Blueprint("users", __name__, url_prefix="/admin/users")
 

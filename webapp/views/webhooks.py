@@ -2,10 +2,10 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
+from ..accounts.security import role_required
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..plugins import endpoints as domain
-from ..security import role_required
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 

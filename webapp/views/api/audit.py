@@ -2,7 +2,7 @@
 
 from flask import jsonify, request
 
-from ... import audit
+from ...ops import audit
 from .auth import api_role
 from .blueprint import bp
 from .errors import invalid

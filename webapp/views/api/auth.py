@@ -5,7 +5,7 @@ from functools import wraps
 
 from flask import g, request
 
-from ...apitokens import user_for_token
+from ...accounts.tokens import user_for_token
 from .errors import ApiError
 
 PUBLIC = {"api.openapi"}  # the contract is readable before one has a token

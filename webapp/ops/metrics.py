@@ -17,7 +17,6 @@ that long. A killed leader's standby takes over within FOLLOWER_POLL_SECONDS, so
 failover never shows as 0.
 """
 
-import hmac
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
@@ -28,12 +27,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from .apitokens import user_for_token
-from .extensions import db
-from .leadership import current_view
-from .leadership.base import LockSession, is_stale
-from .leadership.keys import KEYS, SchedulerKey
-from .models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
+from ..extensions import db
+from ..leadership import current_view
+from ..leadership.base import LockSession, is_stale
+from ..leadership.keys import KEYS, SchedulerKey
+from ..models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
 
 PUBLISH_LAG = Histogram(
     "soloist_publish_lag_seconds",
@@ -62,16 +60,6 @@ def observe_publish_lags(lags: Iterable[float]) -> None:
 def observe_tick(key: str, seconds: float) -> None:
     """Record how long one tick of key took."""
     TICK_DURATION.labels(key=key).observe(seconds)
-
-
-def scraper_allowed(token: str) -> bool:
-    """Return whether a bearer token may scrape: METRICS_TOKEN, or any live API token."""
-    if not token:
-        return False
-    expected = current_app.config.get("METRICS_TOKEN")
-    if expected and hmac.compare_digest(token.encode(), expected.encode()):
-        return True
-    return user_for_token(token) is not None
 
 
 def exposition() -> tuple[bytes, str]:

@@ -15,8 +15,8 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from .extensions import db
-from .models import LoginFailure, utcnow
+from ..extensions import db
+from ..models import LoginFailure, utcnow
 from .sessions import is_known_address
 
 WINDOW = timedelta(minutes=15)

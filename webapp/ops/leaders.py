@@ -7,13 +7,13 @@ names the holder it is about).
 
 import sqlalchemy as sa
 
-from .. import audit
 from ..db import database_now, wake_scheduler
 from ..extensions import db
+from ..leadership import current_view
+from ..leadership.base import OpsError
+from ..leadership.keys import KEYS, SchedulerKey
 from ..models import LeaderEvent, LeaderState
-from . import current_view
-from .base import OpsError
-from .keys import KEYS, SchedulerKey
+from . import audit
 
 __all__ = ["OpsError", "current_holder", "evict", "request_step_down"]
 

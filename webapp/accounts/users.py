@@ -11,11 +11,12 @@ from functools import cache
 import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 
-from . import audit, sessions
-from .apitokens import revoke_tokens
-from .extensions import db
-from .models import User
-from .refusals import Refused
+from ..extensions import db
+from ..models import User
+from ..ops import audit
+from ..refusals import Refused
+from . import sessions
+from .tokens import revoke_tokens
 
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 MIN_PASSWORD = 10

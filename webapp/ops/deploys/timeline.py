@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from ..extensions import db
-from ..leadership.keys import KEYS
-from ..leadership.status import ENDS
-from ..models import Deploy, LeaderEvent
+from ...extensions import db
+from ...leadership.keys import KEYS
+from ...leadership.status import ENDS
+from ...models import Deploy, LeaderEvent
 from .record import recent_deploys
 
 SPAN = timedelta(hours=24)

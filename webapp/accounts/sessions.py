@@ -12,10 +12,10 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from . import audit
-from .apitokens import hash_token
-from .extensions import db
-from .models import User, UserSession, utcnow
+from ..extensions import db
+from ..models import User, UserSession, utcnow
+from ..ops import audit
+from .tokens import hash_token
 
 TOUCH_EVERY = timedelta(minutes=1)  # how often last_seen_at is written, at most
 KNOWN_FOR = timedelta(days=30)  # an address that signed in this recently is the owner's

@@ -13,9 +13,9 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from . import audit
-from .extensions import db
-from .models import ApiToken, User, utcnow
+from ..extensions import db
+from ..models import ApiToken, User, utcnow
+from ..ops import audit
 
 PREFIX = "sol_"
 TOUCH_EVERY = timedelta(minutes=1)  # how often last_used_at is written, at most

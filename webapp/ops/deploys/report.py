@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from ..extensions import db
-from ..models import Deploy, Post
+from ...extensions import db
+from ...models import Deploy, Post
 from .timeline import SPAN, Segment, Timeline, build_timeline, longest_gap
 
 WINDOW = timedelta(minutes=30)  # a release's rolling restart happens well inside this

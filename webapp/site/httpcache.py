@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from flask import Flask, Response, current_app, request
 from werkzeug.http import parse_date, parse_etags, quote_etag
 
-from .headers import HEADERS
+from ..headers import HEADERS
 
 # Last-Modified has whole seconds: a change later in the same second would not move it.
 # A page changed this recently is sent without it (its ETag still validates it).

@@ -29,9 +29,9 @@ import sqlalchemy as sa
 from flask import g, has_request_context, request
 from flask_login import current_user
 
-from .extensions import db
-from .models import AuditEvent, User, utcnow
-from .timefmt import iso
+from ..extensions import db
+from ..models import AuditEvent, User, utcnow
+from ..timefmt import iso
 
 # every action recorded today, for the filters' suggestions (record() takes any name)
 ACTIONS = (

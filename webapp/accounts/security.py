@@ -10,8 +10,8 @@ from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .extensions import csrf, login_manager
-from .models import User
+from ..extensions import csrf, login_manager
+from ..models import User
 from .sessions import load_session
 from .throttle import address_bucket
 
@@ -38,7 +38,6 @@ def init_app(app: Flask) -> None:
     # the cookie outlives a browser restart as long as the server-side session may
     app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(days=app.config["SESSION_MAX_DAYS"])
     app.session_interface = SessionInterface()
-    app.before_request(refuse_nul_characters)
     app.before_request(require_new_password)
     if app.config.get("TRUST_PROXY_HOPS"):
         hops = app.config["TRUST_PROXY_HOPS"]
@@ -95,25 +94,6 @@ def require_new_password():
 
 
 PASSWORD_CHANGE_ENDPOINTS = {"auth.settings", "auth.logout", "auth.login", "static"}
-
-NUL_REFUSED = ("Text with a NUL character (\\0) cannot be saved or searched for: remove it "
-               "and try again.")
-
-
-def refuse_nul_characters():
-    """Refuse a form or query with a NUL character, which PostgreSQL text cannot hold.
-
-    The JSON API checks its own bodies and names the field (views/api/).
-    """
-    if request.path.startswith("/api/"):
-        return None
-    for values in (request.args, request.form):
-        if any("\x00" in value for _, value in values.items(multi=True)):
-            from .views.errors import render_error
-
-            return render_error(400, NUL_REFUSED)
-    return None
-
 
 def is_safe_next(target: str | None) -> bool:
     """Accept only local paths for next= (no scheme, no host, no //, no backslash)."""

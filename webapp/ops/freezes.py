@@ -8,17 +8,18 @@ when freezing: published at once, or held as drafts for an editor. Timers that
 came due follow each timer's own misfire policy.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 
-from . import audit, posts
-from .db import database_now, wake_scheduler
-from .extensions import db
-from .leadership.keys import PLUGINS, PUBLISH
-from .models import Freeze
-from .refusals import Refused
+from ..db import database_now, wake_scheduler
+from ..extensions import db
+from ..leadership.keys import PLUGINS, PUBLISH
+from ..models import Freeze
+from ..refusals import Refused
+from . import audit
 
 SCOPES = {"publishing": "Publishing", "timers": "Timers"}
 ON_RESUME = {"publish": "publish them at once", "hold": "hold them as drafts for an editor"}
@@ -75,8 +76,13 @@ def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
     return row
 
 
-def resume(scope: str, now: datetime | None = None) -> Resumed:
-    """End scope's freeze, hold or release what came due, and wake the leader."""
+def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
+           now: datetime | None = None) -> Resumed:
+    """End scope's freeze, hold or release what came due, and wake the leader.
+
+    hold_due (posts.hold_due) takes the posts that came due back to drafts when the
+    freeze says so; passed in, because posts write audit rows here, not the other way.
+    """
     now = now or database_now()  # first: it ends its transaction, which would drop the lock
     row = db.session.scalar(sa.select(Freeze).where(Freeze.scope == scope).with_for_update())
     if row is None:
@@ -84,7 +90,7 @@ def resume(scope: str, now: datetime | None = None) -> Resumed:
         raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
     held = []
     if scope == "publishing" and row.on_resume == "hold":
-        held = posts.hold_due(now)
+        held = hold_due(now)
     audit.record("freeze.resume", audit.target("freeze", None, scope),
                  {"reason": row.reason, "held": [pid for pid, _title in held]})
     db.session.delete(row)

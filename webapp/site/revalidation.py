@@ -35,8 +35,8 @@ from flask import Flask, current_app
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
-from .db import autocommit_connection, conninfo, is_sqlite_url, pg_connect_args, read_only_server
-from .extensions import db
+from ..db import autocommit_connection, conninfo, is_sqlite_url, pg_connect_args, read_only_server
+from ..extensions import db
 
 RETRY_SECONDS = 1.0  # after a failed read or connect, the app answers until then
 WAIT_SECONDS = 1.0  # longest a thread waits for the connection before the app answers

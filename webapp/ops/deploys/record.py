@@ -6,10 +6,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from ..config import release_version
-from ..db import database_now
-from ..extensions import db
-from ..models import Deploy
+from ...config import release_version
+from ...db import database_now
+from ...extensions import db
+from ...models import Deploy
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

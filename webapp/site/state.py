@@ -17,11 +17,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
-from . import audit
-from .db import database_now
-from .extensions import db
-from .models import SiteState, UTCDateTime
-from .refusals import Refused
+from ..db import database_now
+from ..extensions import db
+from ..models import SiteState, UTCDateTime
+from ..ops import audit
+from ..refusals import Refused
 from .xmltext import unsafe_character
 
 MAX_NAME = 100

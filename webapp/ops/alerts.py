@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from .db import insert_ignoring_conflicts, wake_scheduler
-from .extensions import db
-from .leadership.keys import PLUGINS, SchedulerKey
-from .models import OutboxEvent, Post, Timer
+from ..db import insert_ignoring_conflicts, wake_scheduler
+from ..extensions import db
+from ..leadership.keys import PLUGINS, SchedulerKey
+from ..models import OutboxEvent, Post, Timer
 
 OPS_TOPICS = ("ops.no_leader", "ops.leader_evicted", "ops.post_late", "ops.timer_paused",
               "ops.webhook_failing")
