@@ -1,4 +1,4 @@
-"""Take the README's screenshots of the status page: `.venv/bin/python docs/screenshots.py`.
+"""Take the handbook's screenshots of the status page: `.venv/bin/python docs/screenshots.py`.
 
 A throwaway database is seeded with a demo day (three deploys, each a rolling restart of
 two instances, one with a slow hand-over; posts due around them), web.1 holds both keys

@@ -121,6 +121,17 @@ def test_every_relative_link_and_anchor_resolves(page):
     assert not broken, f"{page.name}: " + "; ".join(broken)
 
 
+SOURCE_PATH = re.compile(r"\b((?:webapp|tests|bench|docs|migrations|templates|static)/[\w./-]*\w)")
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_in_the_code_the_docs_name_exists(page):
+    # a module moved into a package leaves no page pointing at where it was
+    named = {m for line in page.read_text().splitlines() for m in SOURCE_PATH.findall(line)}
+    missing = sorted(n for n in named if "*" not in n and not (ROOT / n).exists())
+    assert not missing, f"{page.name} names files that do not exist: {missing}"
+
+
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_fenced_block_names_its_language(page):
     _, blocks = split_fences(page.read_text())

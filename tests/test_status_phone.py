@@ -3,7 +3,7 @@
 During an incident ops open the status page on whatever they have. On a phone each key,
 lock session and leadership change is a card (every value labelled) and nothing scrolls
 sideways; a wide screen keeps the tables. The screenshots land in pytest's tmp_path (the
-README's come from docs/screenshots.py).
+handbook's come from docs/screenshots.py).
 """
 
 from tests.support import leaders, sign_in_page
