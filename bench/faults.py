@@ -430,7 +430,9 @@ def _failover_measured(row: Row, run) -> None:
                and not run.not_received)
     row.notes += [f"published before the stop: {run.published_before}; walsenders stopped "
                   f"{run.lost_window:.1f} s; outcome: {out}",
-                  f"two ids: {dict(list(run.two_ids.items())[:3])}"]
+                  f"two ids: {dict(list(run.two_ids.items())[:3])}",
+                  f"posts received more than once under one id (a publication the lost "
+                  f"commits undid and the new primary redid, or a retry): {run.sent_again}"]
 
 
 def failover_row(_pg: PgServer, args: argparse.Namespace) -> Row:

@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from tests.cluster import wait_for
 from tests.faultkit import FaultFleet, Outcome
 from tests.pgserver import PgServer
-from tests.scenarios import HookReceiver, await_receipts, keys_led_by_workers, two_ids
+from tests.scenarios import (
+    HookReceiver,
+    await_receipts,
+    keys_led_by_workers,
+    sent_again,
+    two_ids,
+)
 
 CAUGHT_UP_SQL = "SELECT pg_current_wal_lsn() <= %s::pg_lsn"
 
@@ -29,6 +35,7 @@ class FailoverRun:
     not_received: list[int] = field(default_factory=list)
     two_ids: dict[int, set[str]] = field(default_factory=dict)
     receipts: int = 0
+    sent_again: int = 0  # posts received more than once under one id (redone, or retried)
 
 
 def caught_up(primary: PgServer, replica: PgServer) -> bool:
@@ -74,6 +81,7 @@ def run_failover(fleet: FaultFleet, receiver: HookReceiver, primary: PgServer,
     run.outcome = fleet.outcome(ids)
     run.not_received = await_receipts(receiver, ids, 30)
     run.two_ids = two_ids(receiver, ids)
+    run.sent_again = sent_again(receiver, ids)
     run.receipts = len(receiver.received())
     return run
 

@@ -192,6 +192,21 @@ def await_receipts(receiver: HookReceiver, ids: list[int], timeout: float) -> li
     return missing()
 
 
+def sent_again(receiver: HookReceiver, ids: list[int]) -> int:
+    """Return how many posts of ids reached receiver more than once under one webhook-id
+    (a publication a lossy failover undid and the new primary redid, or a retry)."""
+    counts: dict[tuple[int, str], int] = {}
+    for request in receiver.received():
+        try:
+            post_id = json.loads(request.body)["data"]["post_id"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        key = (post_id, headers.get("webhook-id", ""))
+        counts[key] = counts.get(key, 0) + 1
+    return len({post for (post, _id), n in counts.items() if n > 1 and post in ids})
+
+
 def two_ids(receiver: HookReceiver, ids: list[int]) -> dict[int, set[str]]:
     """Return the posts of ids that reached receiver under more than one webhook-id."""
     return {i: found for i, found in receiver.ids_by_post().items()
