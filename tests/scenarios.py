@@ -5,6 +5,7 @@ upload or aim any API request at it, the pages of a web load, and what to look a
 afterwards: who leads, when a standby took over, which workers answered /readyz.
 """
 
+import collections
 import contextlib
 import json
 import math
@@ -160,16 +161,23 @@ class HookReceiver(Receiver):
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.url = f"http://{host}:{self.server.server_port}/hook"
 
-    def ids_by_post(self) -> dict[int, set[str]]:
-        """Return {post id: the webhook-id headers it arrived under} (post.published)."""
-        found: dict[int, set[str]] = {}
+    def published(self) -> list[tuple[int, str]]:
+        """Return (post id, webhook-id) of every post.published request received."""
+        found = []
         for request in self.received():
             try:
                 post_id = json.loads(request.body)["data"]["post_id"]
             except (ValueError, KeyError, TypeError):
                 continue
             headers = {k.lower(): v for k, v in request.headers.items()}
-            found.setdefault(post_id, set()).add(headers.get("webhook-id", ""))
+            found.append((post_id, headers.get("webhook-id", "")))
+        return found
+
+    def ids_by_post(self) -> dict[int, set[str]]:
+        """Return {post id: the webhook-id headers it arrived under} (post.published)."""
+        found: dict[int, set[str]] = {}
+        for post_id, webhook_id in self.published():
+            found.setdefault(post_id, set()).add(webhook_id)
         return found
 
 
@@ -195,15 +203,7 @@ def await_receipts(receiver: HookReceiver, ids: list[int], timeout: float) -> li
 def sent_again(receiver: HookReceiver, ids: list[int]) -> int:
     """Return how many posts of ids reached receiver more than once under one webhook-id
     (a publication a lossy failover undid and the new primary redid, or a retry)."""
-    counts: dict[tuple[int, str], int] = {}
-    for request in receiver.received():
-        try:
-            post_id = json.loads(request.body)["data"]["post_id"]
-        except (ValueError, KeyError, TypeError):
-            continue
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        key = (post_id, headers.get("webhook-id", ""))
-        counts[key] = counts.get(key, 0) + 1
+    counts = collections.Counter(receiver.published())
     return len({post for (post, _id), n in counts.items() if n > 1 and post in ids})
 
 
