@@ -204,3 +204,42 @@ def test_eviction_ends_exactly_the_stale_sessions_connections_wherever_they_come
         for conn in (holder, by_socket, healthy):
             conn.close()
         other.close()
+
+
+def test_a_multi_host_url_without_a_database_keeps_its_query():
+    config = load_config({"DATABASE_URL": "postgres://u@h1,h2?sslmode=require"})
+    info = conninfo(config["SQLALCHEMY_DATABASE_URI"])
+    assert "sslmode=require" in info and "host=h1,h2" in info
+
+
+def test_a_bad_statement_or_a_timeout_is_a_500_not_a_503(pg_url, caplog):
+    app = make_app(pg_url, DB_STATEMENT_TIMEOUT_SECONDS=0.2)
+
+    @app.get("/_probe/<what>")
+    def probe(what):
+        db.session.execute(sa.text("SELECT pg_sleep(2)" if what == "slow" else
+                                   "SELECT no_such_column"))
+        return "no"
+
+    client = app.test_client()
+    for what in ("slow", "bad"):
+        answer = client.get(f"/_probe/{what}")
+        assert answer.status_code == 500, what  # a programming or load error, logged whole
+        assert f"unhandled error on GET /_probe/{what}" in caplog.text
+    with app.app_context():
+        db.engine.dispose()
+
+
+def test_pool_connections_made_before_the_nonce_was_renewed_are_replaced(pg_url, pg_view):
+    from webapp.db import current_nonce, renew_nonce
+
+    app = make_app(pg_url)
+    with app.app_context():
+        db.session.execute(sa.text("SELECT 1"))
+        db.session.remove()  # back in the pool, under the first nonce
+        before = current_nonce()
+        renew_nonce()  # the lock session came back after a loss
+        name = db.session.scalar(sa.text("SELECT current_setting('application_name')"))
+        db.session.remove()
+        db.engine.dispose()
+    assert name.endswith(":" + current_nonce()) and not name.endswith(before)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from tests.cluster import wait_for
 from tests.receiver import Receiver
 from webapp.extensions import db
 from webapp.leadership.keys import PLUGINS
@@ -172,3 +173,40 @@ def test_a_run_whose_thread_cannot_start_is_recorded_failed_not_left_running(
     plugin_tick.tick(T0 + timedelta(minutes=1))
     assert workers.drain(10)
     assert [r.status for r in runs_of(made)] == ["failed", "succeeded"]
+
+
+def test_a_run_still_running_when_its_leader_lost_the_key_is_never_overlapped(plugged):
+    # this very process claimed it (its thread runs), then lost the key for a moment and
+    # now follows; the new leader must neither abandon it nor start the timer beside it
+    import os
+    import threading
+
+    from webapp.db import identity
+
+    release, running = threading.Event(), []
+
+    @fenced.action("slow")
+    def slow(ctx) -> str:
+        running.append(True)
+        release.wait(20)
+        return "done"
+
+    try:
+        made = create_timer({"name": "Slow", "action": "fenced.slow", "kind": "every",
+                             "every": "1", "unit": "minutes", "start_at": T0.isoformat(),
+                             "timezone": "UTC", "max_runtime_seconds": "300"},
+                            now=T0 - timedelta(seconds=1))
+        here = Lead(3, identity(plugged.config["INSTANCE_NAME"], pid=os.getpid(),
+                                nonce="aaaaaaaa"))
+        lead(here)
+        plugin_tick.tick(T0, here.holder, term=here.term)
+        wait_for(lambda: running, 5, "the run to start")
+        lead(NEW)
+        plugin_tick.tick(T0 + timedelta(minutes=1), NEW.holder, term=NEW.term)
+        first, second = runs_of(made)
+        assert first.status == "running"  # still in flight, not abandoned
+        assert second.status == "skipped" and "still running" in second.error
+        assert len(running) == 1  # never two at once
+    finally:
+        release.set()
+        fenced.actions.pop("slow", None)

@@ -85,18 +85,19 @@ def normalise_database_url(url: str, name: str = "DATABASE_URL") -> str:
 def _host_list_as_query(url: str, name: str) -> str:
     """Move a libpq host list out of the URL's authority into host= query parameters."""
     scheme, _, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
+    rest, hash_, fragment = rest.partition("#")
+    rest, mark, query = rest.partition("?")
+    authority, _slash, path = rest.partition("/")
     userinfo, at, hosts = authority.rpartition("@")
     if "," not in hosts:
         return url
     listed = [h.strip() for h in hosts.split(",")]
-    if not all(listed) or any("[" in h for h in listed):
+    if not all(listed) or any(c in h for h in listed for c in "[]/?#"):
         raise ConfigError(f"{name} lists hosts Soloist cannot read: give each as host or "
                           "host:port, separated by commas (IPv6 addresses by name)")
-    query = "&".join(f"host={h}" for h in listed)
-    path = path if slash else ""
-    joiner = "&" if "?" in path else "?"
-    return f"{scheme}://{userinfo}{at}/{path}{joiner}{query}"
+    hosts_query = "&".join(f"host={h}" for h in listed)
+    query = f"{query}&{hosts_query}" if query else hosts_query
+    return f"{scheme}://{userinfo}{at}/{path}?{query}{hash_}{fragment}"
 
 
 def _checked_postgres_url(url: str, name: str) -> str:

@@ -150,17 +150,46 @@ def read_only_server(connection: psycopg.Connection) -> bool:
                     info.parameter_status("default_transaction_read_only"))
 
 
+# SQLSTATEs that say the server is away or cannot take us now, not that a statement is wrong:
+# connection exceptions, shutting down or starting, too many clients, a read-only standby
+_AWAY_STATES = ("08", "57P01", "57P02", "57P03", "53300", "25006")
+_BUSY_SQLITE = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def unreachable(error: BaseException) -> bool:
+    """Return whether a database error means "not reachable now" (a 503 to retry).
+
+    The pool timing out or a connection found dead counts, and so does a driver error
+    with no SQLSTATE (it never reached a server) or a state naming the connection, a
+    shutdown, a full server or a standby. A bad statement, a timeout, a deadlock or a
+    missing table is a programming or load error: the caller lets it be a 500, logged.
+    """
+    if isinstance(error, (sa.exc.TimeoutError, sa.exc.DisconnectionError)):
+        return True
+    if not isinstance(error, sa.exc.DBAPIError):
+        return False
+    if error.connection_invalidated:
+        return True
+    orig = error.orig
+    if isinstance(orig, psycopg.Error):
+        state = orig.sqlstate
+        return state is None or state.startswith(_AWAY_STATES)
+    return getattr(orig, "sqlite_errorname", "") in _BUSY_SQLITE
+
+
 def watch_connections(engine: Engine, instance: str, role: str) -> None:
     """Name each new connection of engine with the current nonce; refuse read-only servers.
 
-    A checkout that finds its connection on a standby or a read-only server (the old
+    A checkout of a connection made under an older nonce makes a new one instead. A
+    checkout that finds its connection on a standby or a read-only server (the old
     primary back as a replica) drops it, and the pool connects again: with a multi-host
     URL and target_session_attrs=read-write, to the primary.
     """
 
     @event.listens_for(engine, "do_connect")
-    def _connect(dialect: sa.Dialect, _record: object, cargs: list, cparams: dict) -> object:
-        cparams["application_name"] = identity(instance, role=role)
+    def _connect(dialect: sa.Dialect, record: object, cargs: list, cparams: dict) -> object:
+        record.info["nonce"] = current_nonce()
+        cparams["application_name"] = identity(instance, role=role, nonce=record.info["nonce"])
         connection = dialect.connect(*cargs, **cparams)
         if read_only_server(connection):  # an error the request answers 503 for
             connection.close()
@@ -169,9 +198,13 @@ def watch_connections(engine: Engine, instance: str, role: str) -> None:
         return connection
 
     @event.listens_for(engine, "checkout")
-    def _refuse_read_only(dbapi_connection: object, _record: object, _proxy: object) -> None:
+    def _refuse_read_only(dbapi_connection: object, record: object, _proxy: object) -> None:
         if read_only_server(dbapi_connection):  # it became one: connect again
             raise sa.exc.DisconnectionError("the server is read-only (a standby)")
+        if record.info.get("nonce", current_nonce()) != current_nonce():
+            # made before the lock session came back under a new nonce: an eviction aimed
+            # at this process's new session must find every connection it uses
+            raise sa.exc.DisconnectionError("made under the process's previous nonce")
 
 
 def is_sqlite_url(url: str) -> bool:

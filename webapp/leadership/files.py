@@ -248,6 +248,16 @@ class FileView:
             session.keys.append(key)
         return list(by_name.values())
 
+    def process_alive(self, _instance: str, pid: int) -> bool:
+        """Return whether process pid still runs (one host: the kernel knows)."""
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
     def holder_of(self, key: int) -> str | None:
         """Return the application_name recorded in key's lock file while it is held."""
         return (read_holder(self._db_file(), key) or {}).get("application_name")

@@ -40,6 +40,7 @@ from .pg_sql import (
     HEARTBEAT_SQL,
     HOLDER_SQL,
     POLL_SQL,
+    PROCESS_SQL,
     RELEASED_SQL,
     SESSIONS_SQL,
 )
@@ -262,6 +263,10 @@ class PgView:
     def holder_of(self, key: int) -> str | None:
         """Return the application_name of the lock session holding key now, if any."""
         return db.session.scalar(HOLDER_SQL, {"key": key})
+
+    def process_alive(self, instance: str, pid: int) -> bool:
+        """Return whether the process instance:pid has any connection to this database."""
+        return bool(db.session.scalar(PROCESS_SQL, {"prefix": f"{instance}:{pid}:"}))
 
     def evict(self, key: int, expected: str, detail: str, ours: list[int]) -> str | None:
         """End the lock session named expected if it holds key; return its name, or None."""

@@ -17,6 +17,7 @@ never drifts the schedule.
 """
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -25,8 +26,10 @@ from functools import partial
 import sqlalchemy as sa
 from flask import current_app
 
-from ..db import for_update_skip_locked, insert_ignoring_conflicts
+from ..db import MAX_INSTANCE, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
+from ..leadership import current_view
+from ..leadership.base import parse_identity
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
 from ..ops import alerts
@@ -141,18 +144,24 @@ def expire_overdue(now: datetime) -> int:
 
 
 def settle_orphans(now: datetime, lead: Lead) -> int:
-    """Record runs still running under another leadership as abandoned, at once; return how many.
+    """Record runs claimed under another leadership whose claimer is gone as abandoned.
 
-    Their leader died, lost the key, or failed between claiming and starting them: no
-    thread of the current leader runs them, so waiting out their maximum runtime would
-    only skip the timer's next slots. Not counted as the timer's failures.
+    Their leader died, or failed between claiming and starting them: no thread runs them,
+    so waiting out their maximum runtime would only skip the timer's next slots. A run
+    whose claimer still lives (it lost the key for a moment, or leads again under a new
+    nonce) may still be running: it stays in flight until it ends or times out, so a timer
+    never runs twice at once. Not counted as the timer's failures.
     """
     orphans = db.session.execute(
-        sa.select(TimerRun.id, TimerRun.started_at, TimerRun.claimed_term, TimerRun.claimed_holder)
+        sa.select(TimerRun.id, TimerRun.started_at, TimerRun.claimed_term,
+                  TimerRun.claimed_holder, Timer.plugin)
+        .join(Timer, Timer.id == TimerRun.timer_id)
         .where(TimerRun.status == "running",
                lead.other(TimerRun.claimed_term, TimerRun.claimed_holder))).all()
     settled = 0
-    for run_id, started_at, term, holder in orphans:
+    for run_id, started_at, term, holder, plugin in orphans:
+        if _claimer_alive(holder, delivery_tick.run_key(plugin, run_id)):
+            continue
         error = (f"Abandoned: claimed by {holder or 'an earlier leader'} (term {term}), which "
                  "no longer leads the plugin scheduler; its outcome is unknown.")
         settled += db.session.execute(
@@ -162,6 +171,16 @@ def settle_orphans(now: datetime, lead: Lead) -> int:
                     duration_seconds=(now - (started_at or now)).total_seconds())).rowcount
     db.session.commit()
     return settled
+
+
+def _claimer_alive(holder: str, key: str) -> bool:
+    """Return whether the process that claimed a run may still be running it."""
+    instance, pid = parse_identity(holder)
+    if pid is None:
+        return False
+    if pid == os.getpid() and instance == current_app.config["INSTANCE_NAME"][:MAX_INSTANCE]:
+        return workers.busy(key)  # this process: is its thread alive?
+    return current_view().process_alive(instance, pid)
 
 
 def _in_flight(timer_id: int) -> bool:

@@ -35,7 +35,14 @@ from flask import Flask, current_app
 from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 
-from ..db import autocommit_connection, conninfo, is_sqlite_url, pg_connect_args, read_only_server
+from ..db import (
+    autocommit_connection,
+    conninfo,
+    current_nonce,
+    is_sqlite_url,
+    pg_connect_args,
+    read_only_server,
+)
 from ..extensions import db
 
 RETRY_SECONDS = 1.0  # after a failed read or connect, the app answers until then
@@ -81,6 +88,7 @@ class Reader:
         self._slot: queue.Queue[psycopg.Connection | None] = queue.Queue(maxsize=1)
         self._slot.put(None)  # the connection once made; a thread takes it, reads, puts it back
         self._pid = 0
+        self._nonce = ""
         self._retry_at = 0.0
         self._compiled: dict[sa.Select, tuple[str, dict]] = {}
 
@@ -117,11 +125,12 @@ class Reader:
     def _connected(self, conn: psycopg.Connection | None) -> psycopg.Connection:
         """Return conn if this process can read on it, else a new connection (or raise)."""
         if conn is not None and not conn.closed and self._pid == os.getpid():
-            if not read_only_server(conn):
+            if not read_only_server(conn) and self._nonce == current_nonce():
                 return conn  # (a forked child never reads on its parent's socket)
-            conn.close()  # the server became a standby: find the primary
+            conn.close()  # a standby now, or made under the process's previous nonce
         if time.monotonic() < self._retry_at:
             raise Unavailable("reconnecting after a failure")
+        self._nonce = current_nonce()
         conn = psycopg.connect(self.conninfo, autocommit=True, row_factory=namedtuple_row,
                                **pg_connect_args(self.config, ROLE))
         self._pid = os.getpid()

@@ -9,6 +9,7 @@ from sqlalchemy.exc import DataError, InterfaceError, OperationalError, SQLAlche
 from werkzeug import routing
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+from ..db import unreachable as is_unreachable
 from ..extensions import db
 
 MESSAGES = {
@@ -24,8 +25,10 @@ MESSAGES = {
     500: "Something went wrong on our side. It has been logged.",
     503: "The database cannot be reached right now.",
 }
-# the database is away (cut off, restarting, failing over) or its pool has no connection free
-UNREACHABLE = (OperationalError, InterfaceError, sa_exc.TimeoutError, sa_exc.DisconnectionError)
+# the database may be away (cut off, restarting, failing over) or its pool full:
+# db.unreachable decides, and anything else of these is a 500 like any other error
+DATABASE_ERRORS = (OperationalError, InterfaceError, sa_exc.TimeoutError,
+                   sa_exc.DisconnectionError)
 RETRY_AFTER = "5"
 
 
@@ -117,6 +120,8 @@ def init_app(app: Flask) -> None:
         return render_error(404)
 
     def unreachable(error: Exception):
+        if not is_unreachable(error):
+            return unexpected(error)
         # a 503 the client may retry, rendered without reading the database (not the user)
         app.logger.warning("database unreachable on %s %s: %s", request.method, request.path,
                            type(error).__name__)
@@ -128,7 +133,7 @@ def init_app(app: Flask) -> None:
         page = render_template("errors/unavailable.html", message=MESSAGES[503])
         return page, 503, headers
 
-    for kind in UNREACHABLE:
+    for kind in DATABASE_ERRORS:
         app.register_error_handler(kind, unreachable)
 
     @app.errorhandler(Exception)
