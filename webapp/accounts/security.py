@@ -5,7 +5,7 @@ from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlsplit
 
-from flask import Flask, abort, redirect, request, url_for
+from flask import Flask, Response, abort, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -50,11 +50,30 @@ def _replace_default(app: Flask, name: str, flask_default: object, value: object
 
 
 class SessionInterface(SecureCookieSessionInterface):
-    """Mark the session cookie Secure whenever the request came over HTTPS."""
+    """Mark the session cookie Secure over HTTPS; never put it on an answer caches may share."""
 
     def get_cookie_secure(self, app: Flask) -> bool:
         # behind the platform's router, ProxyFix has applied X-Forwarded-Proto already
         return bool(app.config.get("SESSION_COOKIE_SECURE") or request.is_secure)
+
+    def save_session(self, app: Flask, session, response: Response) -> None:
+        """Save the session, but not onto a response a shared cache may keep and replay.
+
+        The permanent session is re-sent on every response to keep it alive: a public page
+        (the feed, the icon, static files, their 304s) skips that refresh, the next admin
+        page does it. A public response that changed the session becomes private instead.
+        """
+        if shared_cache_may_keep(response):
+            if not session.modified:
+                return
+            response.headers["Cache-Control"] = "private, no-cache"
+        super().save_session(app, session, response)
+
+
+def shared_cache_may_keep(response: Response) -> bool:
+    """Return whether a CDN or proxy may store response (Cache-Control public or s-maxage)."""
+    control = response.cache_control
+    return bool(control.public or control.s_maxage is not None)
 
 
 @login_manager.user_loader
