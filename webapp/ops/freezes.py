@@ -49,6 +49,24 @@ def is_frozen(scope: str) -> bool:
     return db.session.get(Freeze, scope, populate_existing=True) is not None
 
 
+def holding(scope: str) -> Freeze | None:
+    """Return scope's freeze in force, or None (one primary-key read)."""
+    return db.session.get(Freeze, scope, populate_existing=True)
+
+
+def refusal(row: Freeze) -> str:
+    """Say why a change a freeze holds was refused, naming the freeze and its reason."""
+    return (f"{SCOPES[row.scope]} is frozen (by {row.frozen_by}: {row.reason}): nothing is "
+            f"published or unpublished by hand until an admin resumes it. A scheduled time "
+            f"waits for the freeze.")
+
+
+def record_override(row: Freeze, target: str, action: str) -> None:
+    """Audit an admin's change that went through row's freeze (the caller commits)."""
+    audit.record("freeze.override", target, {"scope": row.scope, "reason": row.reason,
+                                             "action": action})
+
+
 def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
     """Pause scope with a reason; refuse a bad choice or a scope frozen already."""
     reason = reason.strip()

@@ -25,7 +25,7 @@ from .edits import (
     slugify,
     update_post,
 )
-from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
+from .errors import PostError, PostNotFound, PublishingFrozen, PublishTimeInPast, StalePost
 from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
@@ -59,7 +59,8 @@ from .queries import (
 __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE",
-    "PostError", "PostFields", "PostNotFound", "PostPage", "PublishTimeInPast", "StalePost",
+    "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
+    "PublishTimeInPast", "StalePost",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
     "get_post", "hold_due", "is_slug", "late", "list_posts", "next_due", "next_due_reads",
     "publish_due", "publish_now", "published_by_slug", "published_page", "published_post",

@@ -2,7 +2,8 @@
 
 from datetime import datetime
 
-from ..models import Post
+from ..models import Freeze, Post
+from ..ops.freezes import refusal
 from ..refusals import Refused
 
 
@@ -33,3 +34,11 @@ class PublishTimeInPast(PostError):
         super().__init__({"publish_at": "That time has already passed. Pick a later time, "
                                         "or publish now."})
         self.when = when
+
+
+class PublishingFrozen(PostError):
+    """A publishing freeze holds the change (an admin may override it)."""
+
+    def __init__(self, freeze: Freeze) -> None:
+        super().__init__({"form": refusal(freeze)})
+        self.freeze = freeze

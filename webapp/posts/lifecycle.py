@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
-from ..models import OutboxEvent, Post
-from ..ops import audit
+from ..models import Freeze, OutboxEvent, Post
+from ..ops import audit, freezes
 from ..ops.metrics import observe_publish_lags
 from ..site import state
 from .edits import check_times, get_post
-from .errors import PostError, PostNotFound, StalePost
+from .errors import PostError, PostNotFound, PublishingFrozen, StalePost
 
 SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
@@ -195,10 +195,26 @@ def _audit_post(action: str, post: Post, **after) -> None:
     audit.record(action, audit.target("post", post.id, post.title), audit.changes(before, after))
 
 
-def _audit_moved(action: str, moved: list[sa.Row], status: list[str] | str) -> None:
-    """Record an editor's status change of the one post moved."""
+def _audit_moved(action: str, moved: list[sa.Row], status: list[str] | str,
+                 overridden: Freeze | None = None) -> None:
+    """Record an editor's status change of the one post moved (and the freeze overridden)."""
     for row in moved:
-        audit.record(action, audit.target("post", row.id, row.title), {"status": status})
+        target = audit.target("post", row.id, row.title)
+        audit.record(action, target, {"status": status})
+        if overridden is not None:
+            freezes.record_override(overridden, target, action)
+
+
+def _unless_frozen(override: bool) -> Freeze | None:
+    """Refuse a change of visibility while publishing is frozen, unless overridden.
+
+    Return the freeze overridden, if any. The caller checks that only an admin overrides.
+    """
+    row = freezes.holding("publishing")
+    if row is not None and not override:
+        db.session.rollback()
+        raise PublishingFrozen(row)
+    return row
 
 
 def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str) -> list[sa.Row]:
@@ -222,22 +238,27 @@ def unschedule_post(post_id: int) -> None:
     db.session.commit()
 
 
-def publish_now(post_id: int, instance: str = "") -> None:
-    """Publish a post at once, with its 'post.published' outbox row in the same transaction."""
+def publish_now(post_id: int, instance: str = "", override_freeze: bool = False) -> None:
+    """Publish a post at once, with its 'post.published' outbox row in the same transaction.
+
+    A publishing freeze refuses it (PublishingFrozen) unless override_freeze (an admin's).
+    """
     now = database_now()
+    overridden = _unless_frozen(override_freeze)
     keep_expiry = sa.case((Post.unpublish_at > now, Post.unpublish_at), else_=None)
     moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
                                              "publish_at": now, "unpublish_at": keep_expiry,
                                              "updated_at": now}, "published")
-    _audit_moved("post.publish", moved, "published")  # from draft, scheduled or unpublished
+    _audit_moved("post.publish", moved, "published", overridden)  # from any SCHEDULABLE
     wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
     _commit_moved("post.published", moved, now, instance)
 
 
-def unpublish_post(post_id: int, instance: str = "") -> None:
-    """Take a published post down, with its 'post.unpublished' outbox row."""
+def unpublish_post(post_id: int, instance: str = "", override_freeze: bool = False) -> None:
+    """Take a published post down, with its 'post.unpublished' outbox row (freeze: as above)."""
     now = database_now()
+    overridden = _unless_frozen(override_freeze)
     moved = _move_one(post_id, ("published",), {"status": "unpublished", "unpublish_at": None,
                                                "updated_at": now}, "unpublished")
-    _audit_moved("post.unpublish", moved, ["published", "unpublished"])
+    _audit_moved("post.unpublish", moved, ["published", "unpublished"], overridden)
     _commit_moved("post.unpublished", moved, now, instance)

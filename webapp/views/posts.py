@@ -224,14 +224,22 @@ def unpublish_time(post_id: int):
 
 
 def _act(post_id: int, action, done: str):
-    _post_or_404(post_id)
+    post = _post_or_404(post_id)
     try:
         action(post_id)
+    except domain.PublishingFrozen as exc:  # by the form, what was typed kept
+        typed = _sched_form() if "zone" in request.form else None
+        return _edit_page(post, 409, sched=typed, sched_errors=exc.errors)
     except PostError as exc:
         flash(exc.errors.get("form", str(exc)), "error")
     else:
         flash(done, "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+def _override_freeze() -> bool:
+    """Return whether an admin ticked "override the freeze" (an editor's tick is ignored)."""
+    return bool(request.form.get("override_freeze")) and current_user.can("admin")
 
 
 @bp.post("/<int:post_id>/unschedule")
@@ -244,17 +252,17 @@ def unschedule(post_id: int):
 @bp.post("/<int:post_id>/publish")
 @role_required("editor")
 def publish(post_id: int):
-    """Publish a post now."""
-    instance = current_app.config.get("INSTANCE_NAME", "")
-    return _act(post_id, lambda pid: domain.publish_now(pid, instance), "Published.")
+    """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
+    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    return _act(post_id, lambda pid: domain.publish_now(pid, instance, override), "Published.")
 
 
 @bp.post("/<int:post_id>/unpublish")
 @role_required("editor")
 def unpublish(post_id: int):
     """Take a published post down now."""
-    instance = current_app.config.get("INSTANCE_NAME", "")
-    return _act(post_id, lambda pid: domain.unpublish_post(pid, instance),
+    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    return _act(post_id, lambda pid: domain.unpublish_post(pid, instance, override),
                 "Unpublished: the post is no longer on the site.")
 
 

@@ -7,9 +7,10 @@ class ApiError(Exception):
     """Answer the request with a JSON error naming what was wrong."""
 
     def __init__(self, status: int, error: str, detail: str = "", field: str | None = None,
-                 fields: dict[str, str] | None = None) -> None:
+                 fields: dict[str, str] | None = None, extra: dict | None = None) -> None:
         super().__init__(detail or error)
         self.status, self.error, self.detail = status, error, detail or error
+        self.extra = extra or {}
         self.fields = fields or ({field: self.detail} if field is not None else {})
 
 
@@ -29,7 +30,7 @@ def malformed(detail: str) -> ApiError:
 
 def error_response(exc: ApiError) -> tuple[Response, int]:
     """Turn an ApiError into its JSON body and status (the blueprint's error handler)."""
-    body = {"error": exc.error, "detail": exc.detail}
+    body = {"error": exc.error, "detail": exc.detail, **exc.extra}
     if exc.fields:
         body["field"] = next(iter(exc.fields))
         body["fields"] = exc.fields

@@ -1,6 +1,6 @@
 """Serve the posts endpoints of the JSON API."""
 
-from flask import current_app, jsonify, request, url_for
+from flask import current_app, g, jsonify, request, url_for
 
 from ... import posts
 from ...models import Post
@@ -29,9 +29,14 @@ def post_json(post: Post, body: bool = True) -> dict:
 
 
 def _refusal(exc: posts.PostError) -> ApiError:
-    """Turn a refused change into 404, 409 (the post's state) or 422 (a field)."""
+    """Turn a refused change into 404, 409 (the post's state, a freeze) or 422 (a field)."""
     if isinstance(exc, posts.PostNotFound):
         return ApiError(404, "Not found", "No post has that id.")
+    if isinstance(exc, posts.PublishingFrozen):
+        row = exc.freeze
+        return ApiError(409, "Publishing is frozen", str(exc), extra={"freeze": {
+            "scope": row.scope, "reason": row.reason, "frozen_by": row.frozen_by,
+            "frozen_at": iso(row.frozen_at)}})
     fields = {k: v for k, v in exc.errors.items() if k != "form"}
     if isinstance(exc, posts.StalePost) or not fields:
         return ApiError(409, "Conflict", str(exc))
@@ -118,9 +123,18 @@ def _parse_changes(data: dict, post: Post) -> tuple[tuple[str, str, str] | None,
 @bp.post("/posts/<int:post_id>/publish")
 @api_role("editor")
 def publish_post(post_id: int):
-    """Publish a post now (its outbox row in the same transaction)."""
+    """Publish a post now (its outbox row in the same transaction); 409 while frozen.
+
+    An admin may send {"override_freeze": true} to publish through a freeze (audited).
+    """
+    data = json_body({"override_freeze"}) if request.get_data(cache=True) else {}
+    override = data.get("override_freeze", False)
+    if not isinstance(override, bool):
+        raise invalid("override_freeze", "must be true or false")
+    if override and not g.api_user.can("admin"):
+        raise ApiError(403, "Forbidden", "Only an admin may override a freeze.")
     try:
-        posts.publish_now(post_id, current_app.config["INSTANCE_NAME"])
+        posts.publish_now(post_id, current_app.config["INSTANCE_NAME"], override)
     except posts.PostError as exc:
         raise _refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
