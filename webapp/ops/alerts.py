@@ -106,9 +106,17 @@ def webhook_failing(endpoint_id: int, url: str, failures: int, error: str,
            f"ops.webhook_failing:{endpoint_id}:{_at(now)}")
 
 
+def slack_escape(value: str) -> str:
+    """Escape &, < and > as Slack requires, so quoted text cannot @channel or make a link."""
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def text(topic: str, payload: dict) -> str:
-    """Return one line a person reads in a chat room (Slack's {"text": ...})."""
-    p = payload
+    """Return one line a person reads in a chat room (Slack's {"text": ...}).
+
+    Everything quoted (titles, names, reasons, errors) is escaped for Slack's mrkdwn.
+    """
+    p = {k: slack_escape(v) if isinstance(v, str) else v for k, v in payload.items()}
     lines = {
         "ops.no_leader": lambda: f"No leader for the {p['key']} key for {p['seconds']:g} s "
                                  f"(last term {p['term']}).",
@@ -127,4 +135,4 @@ def text(topic: str, payload: dict) -> str:
     try:
         return "[Soloist] " + lines[topic]()
     except (KeyError, TypeError, ValueError):
-        return f"[Soloist] {topic}: {payload}"
+        return slack_escape(f"[Soloist] {topic}: {payload}")
