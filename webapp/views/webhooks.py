@@ -10,11 +10,15 @@ from ..plugins import endpoints as domain
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 
 
+# the form holds a fresh secret (or echoes the one typed): never kept by a browser or proxy
+NO_STORE = {"Cache-Control": "no-store"}
+
+
 def _page(form: dict, errors: dict, status: int = 200):
     hooks = domain.list_webhooks()
     return render_template("webhooks/index.html", endpoints=hooks, form=form, errors=errors,
                            deliveries=domain.deliveries(), topics=domain.TOPICS,
-                           urls={e.id: e.url for e in hooks}), status
+                           urls={e.id: e.url for e in hooks}), status, NO_STORE
 
 
 @bp.get("/")

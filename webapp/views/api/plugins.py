@@ -88,7 +88,9 @@ def create_webhook():
     except ValidationError as exc:
         raise _refusal(exc) from None
     shown = webhook_json(endpoint) | ({"secret": secret} if made else {})
-    return created(shown, url_for("api.webhook_deliveries", webhook_id=endpoint.id))
+    response, status = created(shown, url_for("api.webhook_deliveries", webhook_id=endpoint.id))
+    response.headers["Cache-Control"] = "no-store"  # it may carry the only copy of the secret
+    return response, status
 
 
 @bp.get("/webhooks/<int:webhook_id>/deliveries")
