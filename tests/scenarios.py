@@ -6,13 +6,10 @@ afterwards: who leads, when a standby took over, which workers answered /readyz.
 """
 
 import contextlib
-import json
 import math
 import signal
-import threading
 import time
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from typing import TypeVar
 
 from tests.cluster import PUBLISH_KEY, pid_of, wait_for
@@ -150,27 +147,10 @@ def handover_after(fleet: FaultFleet, first: int, leaving: GroupInstance,
 # --- what a webhook receiver sees ----------------------------------------------------------
 
 class HookReceiver(Receiver):
-    """tests/receiver.Receiver on an address of choice (a veth end a namespace reaches)."""
+    """tests/receiver.Receiver at /hook on an address of choice (127.0.0.1 by default)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        super().__init__()
-        self.server.server_close()
-        self.server = ThreadingHTTPServer((host, 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://{host}:{self.server.server_port}/hook"
-
-    def ids_by_post(self) -> dict[int, set[str]]:
-        """Return {post id: the webhook-id headers it arrived under} (post.published)."""
-        found: dict[int, set[str]] = {}
-        for request in self.received():
-            try:
-                post_id = json.loads(request.body)["data"]["post_id"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            found.setdefault(post_id, set()).add(headers.get("webhook-id", ""))
-        return found
+        super().__init__(host, path="/hook")
 
 
 def subscribe(fleet: FaultFleet, receiver: HookReceiver) -> None:
