@@ -2,12 +2,14 @@
 flaskr-style app, client, runner and auth fixtures (the helpers live in tests/support.py)."""
 
 import os
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import LockView, create_database, drop_database
+from tests.cluster import LockView, drop_database, migrated_database
 from tests.receiver import Receiver
 from tests.support import (
     Api,
@@ -34,8 +36,7 @@ def _close_lock_sessions():
 def pg_url() -> str:
     """Return the URL of a freshly migrated PostgreSQL database for this test run."""
     postgres_or_skip()
-    url = create_database()
-    migrate(make_app(url))
+    url = migrated_database()
     yield url
     drop_database(url)
 
@@ -78,12 +79,22 @@ def api(app):
     return Api(app)
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:
+    """Return a SQLite file migrated once for the session, for sqlite_url to copy."""
+    path = tmp_path_factory.mktemp("sqlite") / "template.db"
+    migrate(make_app(f"sqlite:///{path}"))
+    return path
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """Return the URL of a migrated SQLite file."""
-    url = f"sqlite:///{tmp_path / 'soloist.db'}"
-    migrate(make_app(url))
-    return url
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """Return the URL of a migrated SQLite file (a copy of sqlite_template)."""
+    path = tmp_path / "soloist.db"
+    with closing(sqlite3.connect(sqlite_template)) as source, \
+            closing(sqlite3.connect(path)) as copy:
+        source.backup(copy)  # the whole database, whatever its journal mode left in a -wal
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture

@@ -186,9 +186,10 @@ class FaultFleet:
     """gunicorn instances (GroupInstance) on one migrated database, with an admin token."""
 
     def __init__(self, url: str, log_dir: Path, prefix: str = "f", view_url: str | None = None,
-                 **env: str) -> None:
-        """Migrate url (one host) and make an admin; view_url (default url) is what the
-        fleet's own reads go through: a multi-host URL follows a failover."""
+                 migrated: bool = False, **env: str) -> None:
+        """Migrate url (one host; not when it is migrated already) and make an admin;
+        view_url (default url) is what the fleet's own reads go through: a multi-host URL
+        follows a failover."""
         self.url = url
         self.dbname = url.rsplit("/", 1)[1]
         self.log_dir = log_dir
@@ -198,7 +199,8 @@ class FaultFleet:
         self.gone: list[GroupInstance] = []  # killed, terminated or stopped
         self.count = 0
         admin_env = base_env(url)
-        flask_cmd(admin_env, "db", "upgrade")
+        if not migrated:
+            flask_cmd(admin_env, "db", "upgrade")
         flask_cmd(admin_env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
         self.token = flask_cmd(admin_env, "create-token", ADMIN).stdout.split()[-1]
         self.view = View((view_url or url).replace("postgres://", "postgresql://", 1))

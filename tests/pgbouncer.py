@@ -12,10 +12,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 
-from tests.cluster import free_port, wait_for
+from tests.cluster import ADMIN_URL, free_port, wait_for
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -91,3 +92,21 @@ ignore_startup_parameters = extra_float_digits
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def shared_bouncer(directory: Path, pool_mode: str = "transaction",
+                   pool_size: int = 4) -> PgBouncer:
+    """Return a PgBouncer (enter it to start it) in front of the shared server; skip the
+    test without pgbouncer (fail on CI)."""
+    if not PgBouncer.available():
+        import pytest
+
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI needs pgbouncer (apt-get install -y pgbouncer)")
+        pytest.skip("pgbouncer is not installed: apt-get install -y pgbouncer")
+    return PgBouncer(urlsplit(ADMIN_URL).port or 5432, directory, pool_mode, pool_size)
+
+
+def pooled_url(database_url: str, port: int) -> str:
+    """Return the SQLAlchemy URL of database_url's database through PgBouncer on port."""
+    return f"postgresql+psycopg://root@127.0.0.1:{port}/{database_url.rsplit('/', 1)[1]}"

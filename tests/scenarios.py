@@ -7,13 +7,10 @@ afterwards: who leads, when a standby took over, which workers answered /readyz.
 
 import collections
 import contextlib
-import json
 import math
 import signal
-import threading
 import time
 from collections.abc import Callable
-from http.server import ThreadingHTTPServer
 from typing import TypeVar
 
 from tests.cluster import PUBLISH_KEY, pid_of, wait_for
@@ -151,34 +148,10 @@ def handover_after(fleet: FaultFleet, first: int, leaving: GroupInstance,
 # --- what a webhook receiver sees ----------------------------------------------------------
 
 class HookReceiver(Receiver):
-    """tests/receiver.Receiver on an address of choice (a veth end a namespace reaches)."""
+    """tests/receiver.Receiver at /hook on an address of choice (127.0.0.1 by default)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        super().__init__()
-        self.server.server_close()
-        self.server = ThreadingHTTPServer((host, 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://{host}:{self.server.server_port}/hook"
-
-    def published(self) -> list[tuple[int, str]]:
-        """Return (post id, webhook-id) of every post.published request received."""
-        found = []
-        for request in self.received():
-            try:
-                post_id = json.loads(request.body)["data"]["post_id"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            headers = {k.lower(): v for k, v in request.headers.items()}
-            found.append((post_id, headers.get("webhook-id", "")))
-        return found
-
-    def ids_by_post(self) -> dict[int, set[str]]:
-        """Return {post id: the webhook-id headers it arrived under} (post.published)."""
-        found: dict[int, set[str]] = {}
-        for post_id, webhook_id in self.published():
-            found.setdefault(post_id, set()).add(webhook_id)
-        return found
+        super().__init__(host, path="/hook")
 
 
 def subscribe(fleet: FaultFleet, receiver: HookReceiver) -> None:
@@ -203,7 +176,9 @@ def await_receipts(receiver: HookReceiver, ids: list[int], timeout: float) -> li
 def sent_again(receiver: HookReceiver, ids: list[int]) -> int:
     """Return how many posts of ids reached receiver more than once under one webhook-id
     (a publication a lossy failover undid and the new primary redid, or a retry)."""
-    counts = collections.Counter(receiver.published())
+    counts = collections.Counter(
+        (request.post_id(), {k.lower(): v for k, v in request.headers.items()}.get("webhook-id"))
+        for request in receiver.received())
     return len({post for (post, _id), n in counts.items() if n > 1 and post in ids})
 
 

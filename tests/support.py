@@ -29,10 +29,10 @@ from tests.cluster import (
     Instance,
     LockView,
     base_env,
-    create_database,
     drop_database,
     flask_cmd,
     holding,
+    migrated_database,
     wait_for,
 )
 from webapp import create_app
@@ -263,9 +263,8 @@ class Fleet:
     ADMIN = "admin@example.com"
 
     def __init__(self, tmp: Path, **env: str) -> None:
-        self.url = create_database("soloist_leaderview")
+        self.url = migrated_database("soloist_leaderview")
         self.env = base_env(self.url)
-        flask_cmd(self.env, "db", "upgrade")
         flask_cmd(self.env, "create-user", self.ADMIN, "--role", "admin", "--password", PASSWORD)
         self.token = flask_cmd(self.env, "create-token", self.ADMIN).stdout.split()[-1]
         self.view = LockView(self.url)

@@ -14,9 +14,9 @@ from hypothesis.errors import Flaky
 from tests.cluster import (
     Instance,
     base_env,
-    create_database,
     drop_database,
     flask_cmd,
+    migrated_database,
     wait_for,
 )
 from tests.support import PASSWORD, postgres_or_skip
@@ -151,11 +151,10 @@ def seed(base: str, token: str) -> None:
 def live(tmp_path_factory):
     """Start one gunicorn instance (2 workers) on a throwaway database; return it and a token."""
     postgres_or_skip()
-    url = create_database("soloist_contract")
+    url = migrated_database("soloist_contract")
     env = base_env(url)
     instance = None
     try:
-        flask_cmd(env, "db", "upgrade")
         flask_cmd(env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
         token = flask_cmd(env, "create-token", ADMIN).stdout.split()[-1]
         # webhooks may name 127.0.0.1 (port 9, discard: nothing is delivered anywhere else)

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from tests.cluster import Instance, create_database, drop_database, flask_cmd, wait_for
+from tests.cluster import Instance, drop_database, flask_cmd, migrated_database, wait_for
 from tests.support import PASSWORD, postgres_or_skip
 from webapp.accounts.security import UPLOAD_LIMIT
 
@@ -21,12 +21,11 @@ ADMIN = "admin@example.com"
 def server(tmp_path_factory):
     """Return (instance, token, database URL): one gunicorn worker on a database of its own."""
     postgres_or_skip()
-    url = create_database("soloist_chunked")
+    url = migrated_database("soloist_chunked")
     instance = None
     try:
         env = {"SCHEDULER_ENABLED": "false"}
         probe = Instance("chunked", url, workers=1, log_dir=tmp_path_factory.mktemp("c"), **env)
-        flask_cmd(probe.env, "db", "upgrade")
         flask_cmd(probe.env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
         token = flask_cmd(probe.env, "create-token", ADMIN).stdout.split()[-1]
         instance = probe.start()

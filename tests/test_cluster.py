@@ -20,10 +20,10 @@ from tests.cluster import (
     Instance,
     LockView,
     base_env,
-    create_database,
     drop_database,
     flask_cmd,
     free_port,
+    migrated_database,
     pid_of,
     wait_for,
 )
@@ -37,8 +37,7 @@ KEYS = {PUBLISH_KEY, PLUGINS_KEY}
 @pytest.fixture
 def fleet_db(pg_url, tmp_path):
     """Return a fresh migrated database for a fleet, and a pg_locks view of it."""
-    url = create_database("soloist_fleet")
-    flask_cmd(base_env(url), "db", "upgrade")
+    url = migrated_database("soloist_fleet")
     view = LockView(url)
     yield url, view
     view.close()
@@ -143,7 +142,8 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_d
     wait_for(lambda: fleet_ready(view, 1), 30, "a to lead")
     holder = view.holder(PUBLISH_KEY)
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        pid = view.query("SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+        pid = view.query("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                         "AND datname = current_database()",
                          (holder,))[0][0]
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     wait_for(lambda: term(view, PUBLISH_KEY) == 2 and view.holder(PUBLISH_KEY), 10,
@@ -250,8 +250,8 @@ def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(flee
     status, etag, _ = _get(reader, "/posts/kept")
     assert status == 200 and etag
     assert [_get(reader, "/posts/kept", etag)[0] for _ in range(20)] == [304] * 20
-    sites = view.query("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s",
-                       ("soloist-site:b:%",))[0][0]
+    sites = view.query("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s "
+                       "AND datname = current_database()", ("soloist-site:b:%",))[0][0]
     assert 1 <= sites <= 2  # one per worker that answered a revalidation
     _api(editor, token, "PATCH", f"/api/posts/{post['id']}", {"body": "Second."})
     answers = [_get(reader, "/posts/kept", etag) for _ in range(20)]  # right after the commit

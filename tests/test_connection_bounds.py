@@ -197,8 +197,8 @@ def test_eviction_ends_exactly_the_stale_sessions_connections_wherever_they_come
         evicted = other.evict_stale(PUBLISH.value, 0.0, [PUBLISH.value], "test")
         assert evicted is not None and evicted[0] == identity("host", pid=77, nonce=stale)
         names = {r[0] for r in pg_view.query(
-            "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s",
-            ("%:host:77:%",))}
+            "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s "
+            "AND datname = current_database()", ("%:host:77:%",))}
         assert names == {identity("host", pid=77, role="web", nonce=fresh)}
     finally:
         for conn in (holder, by_socket, healthy):

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cluster import Instance, base_env, create_database, drop_database, flask_cmd, wait_for
+from tests.cluster import Instance, base_env, drop_database, flask_cmd, migrated_database, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +37,8 @@ def status_of(url: str) -> int:
 @pytest.fixture(scope="module")
 def server():
     """A real gunicorn instance (2 workers, each with its scheduler) on a fresh database."""
-    url = create_database()
+    url = migrated_database()
     env = base_env(url)
-    flask_cmd(env, "db", "upgrade")
     flask_cmd(env, "create-user", "ed@example.com", "--role", "editor", "--password", PASSWORD)
     instance = Instance("e2e", url, workers=2).start()
     try:

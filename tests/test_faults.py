@@ -142,7 +142,7 @@ def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evic
         holder.execute("SELECT id FROM posts WHERE id = %s FOR UPDATE", (draft["id"],))
         request = request_to(fleet, small, pid_of(leader), "POST",
                              f"/api/posts/{draft['id']}/publish")
-        web = (f"soloist-web:{small.name}:{pid_of(leader)}:%",)  # any nonce of that worker
+        web = (f"soloist-web:{small.name}:{pid_of(leader)}:%",)  # and the session's nonce
         wait_for(lambda: fleet.view.query(WAITING_ON_A_LOCK_SQL, web), 3,
                  "the request to wait for the row lock on the leader's only pool connection")
         first = fleet.last_event_id()

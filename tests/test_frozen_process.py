@@ -81,8 +81,8 @@ def _published(app) -> list[int]:
 
 def _connections_of(pg_view, pid: int) -> list[str]:
     return [r[0] for r in pg_view.query(
-        "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s",
-        (f"%:frozen:{pid}:%",))]
+        "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s "
+        "AND datname = current_database()", (f"%:frozen:{pid}:%",))]
 
 
 def test_evicting_a_frozen_leader_ends_every_connection_of_its_process(app, pg_view,

@@ -23,8 +23,7 @@ POSTS = 5
 def fleet(tmp_path_factory):
     """Instance a (2 workers, leading both keys) and b (1 worker standing by)."""
     postgres_or_skip()
-    url = cluster.create_database("soloist_metrics")
-    cluster.flask_cmd(cluster.base_env(url), "db", "upgrade")
+    url = cluster.migrated_database("soloist_metrics")
     view = cluster.LockView(url)
     tmp = tmp_path_factory.mktemp("metrics")
     started = []
@@ -66,6 +65,9 @@ def test_publish_lag_counts_every_post_whichever_worker_answers(fleet):
     wait_for(lambda: fleet.view.query(
         "SELECT count(*) FROM posts WHERE status = 'published'")[0][0] == POSTS, 15,
         "the posts to be published", interval=0.1)
+    # the leader counts each post's lag after its commit: wait for the last count
+    wait_for(lambda: scrape(fleet.a).get(("soloist_publish_lag_seconds_count",)) == POSTS,
+             10, "the leader to count every post's lag", interval=0.1)
     # Freeze the leader's worker: a's other worker answers, from the leader's files.
     os.kill(pid_of(leader), signal.SIGSTOP)
     try:

@@ -8,7 +8,7 @@ import time
 import pytest
 from standardwebhooks import Webhook
 
-from tests.cluster import PUBLISH_KEY, create_database, drop_database, wait_for
+from tests.cluster import PUBLISH_KEY, drop_database, migrated_database, wait_for
 from tests.faultkit import FaultFleet
 from tests.receiver import Receiver
 from tests.support import postgres_or_skip
@@ -23,8 +23,8 @@ PING_EVERY = 0.5
 def fleet(tmp_path):
     """Two instances of one worker each, quick to evict, pinging a local dead-man's switch."""
     postgres_or_skip()
-    pings, url = Receiver().start(), create_database("soloist_ops")
-    fleet = FaultFleet(url, tmp_path, prefix="o", LEADER_STALE_SECONDS="2",
+    pings, url = Receiver().start(), migrated_database("soloist_ops")
+    fleet = FaultFleet(url, tmp_path, prefix="o", migrated=True, LEADER_STALE_SECONDS="2",
                        WEBHOOK_ALLOW_PRIVATE="true", WEBHOOK_RETRY_SECONDS="1",
                        DEADMAN_URL=f"{pings.url}/ping", DEADMAN_EVERY_SECONDS=str(PING_EVERY))
     fleet.pings = pings

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 
 from tests.cluster import wait_for
+from tests.pgbouncer import pooled_url, shared_bouncer
 from tests.support import make_app, new_post, serve
-from tests.test_pooler import _start_pgbouncer, _via
 from webapp import posts
 from webapp.extensions import db
 from webapp.site import revalidation
@@ -31,7 +31,8 @@ def site_backends(pg_url: str, instance: str = "pytest") -> list[int]:
     """Return the server pids of the revalidation connections of this test process."""
     with psycopg.connect(pg_url, autocommit=True) as conn:
         return [pid for (pid,) in conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
+            "SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s "
+            "AND datname = current_database()",
             (f"soloist-site:{instance}:{__import__('os').getpid()}:%",))]
 
 
@@ -106,9 +107,9 @@ def test_through_a_transaction_pooler_pages_and_304s_keep_working(app, hello, pg
     One server connection for all the app's: a statement prepared by one client connection
     would collide with, or be missing for, the next.
     """
-    proc, port = _start_pgbouncer(tmp_path, "transaction", pool_size=1)
-    try:
-        web = make_app(_via(pg_url, port), LOCK_DATABASE_URL=pg_url, DB_WEB_VIA_POOLER=True)
+    with shared_bouncer(tmp_path, "transaction", pool_size=1) as bouncer:
+        web = make_app(pooled_url(pg_url, bouncer.port), LOCK_DATABASE_URL=pg_url,
+                       DB_WEB_VIA_POOLER=True)
         client = web.test_client()
         etag = wait_for(lambda: _try(lambda: etag_of(client)), 10, "pgbouncer to serve")
         for url in ("/posts/hello", "/", "/feed.xml"):
@@ -119,9 +120,6 @@ def test_through_a_transaction_pooler_pages_and_304s_keep_working(app, hello, pg
                 assert client.get(url).status_code == 200
         with web.app_context():
             db.engine.dispose()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def _try(attempt):
@@ -134,10 +132,9 @@ def _try(attempt):
 def test_through_a_transaction_pooler_several_pool_connections_never_prepare(
         app, hello, pg_url, tmp_path):
     """The web pool's connections share PgBouncer's one server connection: none may prepare."""
-    proc, port = _start_pgbouncer(tmp_path, "transaction", pool_size=1)
-    try:
-        web = make_app(_via(pg_url, port), LOCK_DATABASE_URL=pg_url, DB_WEB_VIA_POOLER=True,
-                       DB_REVALIDATION_CONNECTION=False)
+    with shared_bouncer(tmp_path, "transaction", pool_size=1) as bouncer:
+        web = make_app(pooled_url(pg_url, bouncer.port), LOCK_DATABASE_URL=pg_url,
+                       DB_WEB_VIA_POOLER=True, DB_REVALIDATION_CONNECTION=False)
         wait_for(lambda: _try(lambda: etag_of(web.test_client())), 10, "pgbouncer to serve")
         with web.app_context():
             engine = db.engine
@@ -148,9 +145,6 @@ def test_through_a_transaction_pooler_several_pool_connections_never_prepare(
                     for conn in (one, two):
                         assert conn.exec_driver_sql("SELECT count(*) FROM posts").scalar() == 1
             engine.dispose()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_refused_read_keeps_the_connection_and_odd_addresses_never_reach_it(

@@ -18,8 +18,8 @@ PRODUCTION = {"DEBUG": False, "TESTING": False}
     "a" * 64,
     "ab" * 40,
     "0123456789" * 7,
-    secrets.token_urlsafe(31),
-    secrets.token_hex(31),
+    pytest.param(secrets.token_urlsafe(31), id="token_urlsafe(31)"),  # ids the same in
+    pytest.param(secrets.token_hex(31), id="token_hex(31)"),  # every pytest-xdist worker
     "correct horse battery staple",
 ])
 def test_a_guessable_secret_key_stops_production_start_up(key):

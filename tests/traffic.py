@@ -5,8 +5,8 @@
 - ApiRequest: one JSON API request on a socket of its own, connected before it is sent, so
   a test can see which worker accepted the connection first (and aim it at one worker).
 - WebLoad: processes x threads issuing real keep-alive HTTP requests, for a bounded time.
-- WebhookReceiver: http.server on 127.0.0.1 in a thread that records every delivery and
-  answers HTTP 500 now and then.
+- WebhookReceiver: tests/receiver.Receiver answering HTTP 500 now and then, checking
+  each delivery's signature.
 """
 
 import contextlib
@@ -22,8 +22,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from tests.receiver import Receiver, Request
 
 # --- slow uploads ---------------------------------------------------------------------------
 
@@ -323,75 +324,32 @@ class Receipt:
     at: float
 
 
-class WebhookReceiver:
-    """A local webhook endpoint (a thread) that records deliveries and fails now and then:
-    at random (fail_rate), or every fail_every-th request when that is set."""
+class WebhookReceiver(Receiver):
+    """tests/receiver.Receiver at /hook that fails now and then: at random (fail_rate), or
+    every fail_every-th request when that is set; each receipt says whether it was signed."""
 
     def __init__(self, secret: str, fail_rate: float = 0.15, seed: int | None = None,
                  fail_every: int = 0) -> None:
         self.secret = secret
-        self.fail_rate = fail_rate
-        self.fail_every = fail_every
-        self.calls = 0
-        self.rng = random.Random(seed)
-        self.receipts: list[Receipt] = []
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        rng = random.Random(seed)
 
-    @property
-    def url(self) -> str:
-        """Return the URL to subscribe."""
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        def answer(n: int) -> int:
+            failed = n % fail_every == 0 if fail_every else rng.random() < fail_rate
+            return 500 if failed else 200
 
-    def start(self) -> "WebhookReceiver":
-        self.thread.start()
-        return self
+        super().__init__(path="/hook", answer=answer)
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def receipt(self, request: Request) -> Receipt:
+        """Return what a delivery's request says: ids, event, signature, answer."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        expected = "sha256=" + hmac.new(self.secret.encode(), request.body,
+                                        hashlib.sha256).hexdigest()
+        return Receipt(headers.get("x-soloist-delivery", ""), headers.get("x-soloist-event", ""),
+                       request.post_id(),
+                       hmac.compare_digest(expected, headers.get("x-soloist-signature", "")),
+                       request.status, request.at)
 
-    def _handler(self) -> type:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status = receiver.record(self.headers, body)
-                self.send_response(status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *_args: object) -> None:
-                pass
-
-        return Handler
-
-    def record(self, headers, body: bytes) -> int:
-        """Remember one request; return the status to answer with."""
-        expected = "sha256=" + hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
-        try:
-            post_id = json.loads(body)["data"]["post_id"]
-        except (ValueError, KeyError, TypeError):
-            post_id = None
-        with self.lock:
-            self.calls += 1
-            if self.fail_every:
-                status = 500 if self.calls % self.fail_every == 0 else 200
-            else:
-                status = 500 if self.rng.random() < self.fail_rate else 200
-            self.receipts.append(Receipt(
-                headers.get("X-Soloist-Delivery", ""), headers.get("X-Soloist-Event", ""),
-                post_id, hmac.compare_digest(expected, headers.get("X-Soloist-Signature", "")),
-                status, time.time()))
-        return status
-
-    def by_post(self) -> dict[int, list[Receipt]]:
+    def by_post(self) -> dict[int | None, list[Receipt]]:
         """Return every receipt grouped by post id."""
-        found: dict[int, list[Receipt]] = {}
-        with self.lock:
-            for receipt in self.receipts:
-                found.setdefault(receipt.post_id, []).append(receipt)
-        return found
+        return {post_id: [self.receipt(r) for r in requests]
+                for post_id, requests in super().by_post().items()}
