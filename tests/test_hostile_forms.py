@@ -238,10 +238,15 @@ def test_the_next_runs_preview_and_the_post_time_hint_survive_hostile_values(app
     def attempt(form, publish_at, zone):
         query = {name: form[name] for name in SCHEDULE_FIELDS}
         preview = client.get("/admin/timers/next-runs", query_string=query)
-        assert preview.status_code in (200, 422), (query, text(preview)[:500])
+        nul = any("\x00" in str(v) for v in query.values())  # refused before any view
+        assert preview.status_code in ((400,) if nul else (200, 422)), (
+            query, text(preview)[:500])
         hint = client.get("/admin/posts/when", query_string={"publish_at": publish_at,
                                                             "zone": zone})
-        assert hint.status_code == 200, (publish_at, zone, text(hint)[:500])
+        nul = "\x00" in publish_at or "\x00" in zone
+        assert hint.status_code == (400 if nul else 200), (publish_at, zone, text(hint)[:500])
+        if nul:
+            assert "NUL character" in text(hint)
 
     attempt()
 

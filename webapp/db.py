@@ -84,8 +84,8 @@ def client_keepalives(config: Mapping) -> dict:
     return {"keepalives": 1, "keepalives_idle": k["idle"],
             "keepalives_interval": k["interval"], "keepalives_count": k["count"],
             "tcp_user_timeout": k["user_timeout_ms"],
-            # per host of a multi-host URL; libpq treats anything under 2 as 2
-            "connect_timeout": max(2, int(config["LEADER_STALE_SECONDS"] / 4))}
+            # per host of a multi-host URL; at least 3 s: a busy server forks slowly
+            "connect_timeout": max(3, int(config["LEADER_STALE_SECONDS"] / 3))}
 
 
 def server_options(config: Mapping) -> str:
