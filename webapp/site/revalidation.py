@@ -89,6 +89,7 @@ class Reader:
         self._slot.put(None)  # the connection once made; a thread takes it, reads, puts it back
         self._pid = 0
         self._nonce = ""
+        self._close_when_back = False  # close() found the connection in use
         self._retry_at = 0.0
         self._compiled: dict[sa.Select, tuple[str, dict]] = {}
 
@@ -111,6 +112,11 @@ class Reader:
                 conn = self._dropped(conn)
             raise
         finally:
+            if self._close_when_back and conn is not None:  # close() could not wait for it
+                self._close_when_back = False
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+                conn = None
             self._slot.put(conn)
         if row is None:
             return None
@@ -149,11 +155,12 @@ class Reader:
     def close(self) -> None:
         """Close the connection (the app's engine disposed of; a worker's exit closes it too).
 
-        A read that holds it for over WAIT_SECONDS keeps it: that one is closed at exit.
+        A read that holds it for over WAIT_SECONDS closes it when it is done.
         """
         try:
             conn = self._slot.get(timeout=WAIT_SECONDS)
         except queue.Empty:
+            self._close_when_back = True  # the read holding it closes it when done
             return
         try:
             if conn is not None and self._pid == os.getpid():
