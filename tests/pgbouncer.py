@@ -94,16 +94,21 @@ ignore_startup_parameters = extra_float_digits
                 self.proc.wait()
 
 
-def shared_bouncer(directory: Path, pool_mode: str = "transaction",
-                   pool_size: int = 4) -> PgBouncer:
-    """Return a PgBouncer (enter it to start it) in front of the shared server; skip the
-    test without pgbouncer (fail on CI)."""
+def require_pgbouncer() -> None:
+    """Skip the test without pgbouncer; fail it on CI (CI=true), which runs every test."""
     if not PgBouncer.available():
         import pytest
 
         if os.environ.get("CI") == "true":
             pytest.fail("CI needs pgbouncer (apt-get install -y pgbouncer)")
         pytest.skip("pgbouncer is not installed: apt-get install -y pgbouncer")
+
+
+def shared_bouncer(directory: Path, pool_mode: str = "transaction",
+                   pool_size: int = 4) -> PgBouncer:
+    """Return a PgBouncer (enter it to start it) in front of the shared server; skip the
+    test without pgbouncer (fail on CI)."""
+    require_pgbouncer()
     return PgBouncer(urlsplit(ADMIN_URL).port or 5432, directory, pool_mode, pool_size)
 
 

@@ -14,7 +14,7 @@ import pytest
 from tests.chaos import FLEET_ENV
 from tests.cluster import PUBLISH_KEY, wait_for
 from tests.faultkit import FaultFleet
-from tests.pgbouncer import PgBouncer
+from tests.pgbouncer import PgBouncer, require_pgbouncer
 from tests.pgserver import throwaway_server
 from tests.scenarios import HookReceiver, await_receipts, handover_after, subscribe, two_ids
 
@@ -29,8 +29,7 @@ ENV = {**FLEET_ENV, "LEADER_STALE_SECONDS": "4"}
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
     """(fleet, receiver, bouncer): the module's fleet behind PgBouncer."""
-    if not PgBouncer.available():
-        pytest.skip("pgbouncer is not installed: apt-get install -y pgbouncer")
+    require_pgbouncer()
     with throwaway_server("soloist-pooler", "the pooler fleet tests") as pg:
         url = pg.create_database("soloist_pooled")
         with PgBouncer(pg.port, tmp_path_factory.mktemp("bouncer")) as bouncer:
