@@ -24,6 +24,7 @@ import time
 
 from tests.cluster import BIN, ROOT
 from tests.faultkit import GroupInstance
+from webapp.leadership.files import pid_alive
 
 PREFIX = "soloist-nf"
 NAME = re.compile(rf"^{PREFIX}(\d+)-(\d+)$")
@@ -45,22 +46,12 @@ def _namespaces() -> list[str]:
     return [line.split()[0] for line in listed if line.strip()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale() -> list[str]:
     """Delete the namespaces and veths of runs whose process is gone; return their names."""
     removed = []
     for name in _namespaces():
         match = NAME.match(name)
-        if match and not _alive(int(match.group(2))):
+        if match and not pid_alive(int(match.group(2))):
             _delete(name, int(match.group(1)))
             removed.append(name)
     return removed

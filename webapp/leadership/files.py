@@ -250,13 +250,7 @@ class FileView:
 
     def process_alive(self, _instance: str, pid: int) -> bool:
         """Return whether process pid still runs (one host: the kernel knows)."""
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return pid_alive(pid)
 
     def holder_of(self, key: int) -> str | None:
         """Return the application_name recorded in key's lock file while it is held."""
@@ -269,3 +263,14 @@ class FileView:
 
 
 VIEW = FileView()
+
+
+def pid_alive(pid: int) -> bool:
+    """Return whether a process of this host has pid (another user's counts too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
