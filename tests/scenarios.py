@@ -28,9 +28,11 @@ SELECT EXISTS (SELECT 1 FROM pgrowlocks('posts') r JOIN posts p ON p.ctid = r.lo
     OR EXISTS (SELECT 1 FROM posts WHERE id = ANY(%(ids)s) AND status = 'published')
 """
 
+# Open transactions, but not a standby waiting in the lock queue for a key (no work in hand)
 OPEN_TRANSACTIONS_SQL = """
 SELECT application_name, state, left(query, 60) FROM pg_stat_activity
 WHERE datname = current_database() AND xact_start IS NOT NULL AND pid <> pg_backend_pid()
+  AND wait_event IS DISTINCT FROM 'advisory'
 """
 
 

@@ -1,6 +1,7 @@
 """Sticky, verified leadership between real lock sessions, stepped by hand (no threads)."""
 
 import logging
+import threading
 
 import psycopg
 import pytest
@@ -98,6 +99,65 @@ def test_release_notifies_standbys_and_one_takes_over(process, pg_view):
              if key == PUBLISH.value]
     assert kinds == [("acquired", 1, a.locks.name), ("released", 1, a.locks.name),
                      ("acquired", 2, b.locks.name)]
+
+
+def waiting(standby: Leadership, seconds: float = 30.0) -> dict:
+    """Start standby waiting in the server's lock queue (in a thread); return what it won."""
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("won", standby.wait(seconds)))
+    thread.start()
+    result["thread"] = thread
+    return result
+
+
+def queued(pg_view, standby: Leadership) -> bool:
+    """Return whether standby's session is waiting in the lock queue for a key."""
+    return bool(pg_view.query("SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted",
+                              (standby.locks.conn.info.backend_pid,)))
+
+
+@pytest.mark.parametrize("how", ["release", "session ends"])
+def test_a_standby_in_the_lock_queue_takes_the_key_the_moment_it_is_free(process, pg_view, how):
+    a, b = process("a"), process("b")
+    a.poll()
+    wait = waiting(b)  # 30 s: no poll could explain a quick takeover
+    wait_for(lambda: queued(pg_view, b), 5, "b to wait in the lock queue")
+    if how == "release":
+        a.release_all("graceful stop")
+    else:
+        a.locks.close()  # what SIGKILL does to the session
+    wait["thread"].join(5)
+    assert wait["won"] == [PUBLISH.value], "b did not take the key while waiting for it"
+    assert pg_view.holder(PUBLISH.value) == b.locks.name
+    closed = "released" if how == "release" else "ended"
+    assert [(kind, holder) for key, kind, _, holder in events(pg_view) if key == PUBLISH.value] \
+        == [("acquired", a.locks.name), (closed, a.locks.name), ("acquired", b.locks.name)]
+
+
+def test_a_waiting_standby_still_evicts_a_frozen_leader_with_one_row_per_event(process,
+                                                                               pg_view):
+    a, b, c = process("a", stale=0.5), process("b", stale=0.5), process("c", stale=0.5)
+    a.poll()
+    wait = waiting(c)
+    wait_for(lambda: queued(pg_view, c), 5, "c to wait in the lock queue")
+    # a froze: b's poll evicts it, and c, first in the queue, is granted the key at once
+    wait_for(lambda: b.poll() or pg_view.holder(PUBLISH.value) == c.locks.name, 5,
+             "b to evict the frozen leader")
+    wait["thread"].join(5)
+    assert wait["won"] == [PUBLISH.value]
+    kinds = [kind for key, kind, _, _ in events(pg_view) if key == PUBLISH.value]
+    assert kinds == ["acquired", "evicted", "acquired"], "the eviction was told twice"
+
+
+def test_interrupt_ends_a_wait_at_once_and_the_wait_takes_nothing(process, pg_view):
+    a, b = process("a"), process("b")
+    a.poll()
+    wait = waiting(b)
+    wait_for(lambda: queued(pg_view, b), 5, "b to wait in the lock queue")
+    b.locks.interrupt()
+    wait["thread"].join(5)
+    assert wait["won"] == [] and not queued(pg_view, b)
+    assert pg_view.holder(PUBLISH.value) == a.locks.name
 
 
 def test_frozen_leader_is_evicted_and_replaced(process, pg_view):

@@ -82,6 +82,16 @@ class BaseLockSession:
         self.counts: dict[int, int] = {}  # key -> how many times this session took it
         self.session_name = ""  # the name its open connection carries, once connected
 
+    def wait_for(self, key: int, seconds: float) -> bool | None:
+        """Wait up to seconds for key to come free and take it; None: this backend cannot.
+
+        The file backend cannot wait on several things at once, so its standbys poll.
+        """
+        return None
+
+    def interrupt(self) -> None:
+        """End a wait_for in progress from another thread (nothing to end here)."""
+
     @property
     def name(self) -> str:
         """Return this session's identity (its application_name on PostgreSQL)."""

@@ -123,6 +123,21 @@ class Leadership:
                 self.unled[row.key] = row
         return evicted
 
+    def wait(self, seconds: float) -> list[int] | None:
+        """Wait up to seconds in the server's queue for a missing key; return the keys won.
+
+        Only a standby that holds nothing waits (a leader must heartbeat meanwhile), on one
+        key (publish first): the others are polled as soon as it is won. None means it did
+        not wait (the backend cannot, or it holds a key): sleep as usual.
+        """
+        missing = self.missing
+        if self.held or not missing or seconds <= 0:
+            return None
+        got = self.locks.wait_for(missing[0], seconds)
+        if got is None:
+            return None
+        return [self._won(missing[0])] if got else []
+
     def _is_stale(self, age: float | None) -> bool:
         return is_stale(age, self.stale_seconds)
 

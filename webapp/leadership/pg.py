@@ -8,6 +8,7 @@ The view reads who holds what from pg_locks joined with pg_stat_activity.
 """
 
 import logging
+import threading
 from datetime import datetime
 
 import psycopg
@@ -43,6 +44,7 @@ from .pg_sql import (
     PROCESS_SQL,
     RELEASED_SQL,
     SESSIONS_SQL,
+    WAIT_SQL,
 )
 
 log = logging.getLogger("soloist.locks")
@@ -78,6 +80,8 @@ class PgLockSession(BaseLockSession):
         self.keepalives = keepalives or KEEPALIVE  # the client's, and connect_timeout
         self.conn: psycopg.Connection | None = None
         self.opened = False  # once: a later connect takes a new nonce
+        self.waiting = False  # in wait_for, the one statement interrupt() may cancel
+        self._waiting = threading.RLock()  # RLock: a SIGTERM may arrive inside interrupt()
 
     @property
     def connected(self) -> bool:
@@ -128,6 +132,40 @@ class PgLockSession(BaseLockSession):
             self.counts[key] = self.counts.get(key, 0) + 1
         return bool(got)
 
+    def wait_for(self, key: int, seconds: float) -> bool:
+        """Wait in the server's lock queue up to seconds for key; return whether it is held.
+
+        A standby that holds nothing waits here instead of sleeping between polls: when
+        the holder's session ends (killed, cut off, evicted, released) the server grants
+        the lock at once, with no poll to wait for. The wait ends by lock_timeout (then
+        the caller polls, which also reads the holder's heartbeat) or by interrupt().
+        """
+        with self._waiting:
+            self.waiting = True
+        try:
+            self.execute(WAIT_SQL, (key, f"{max(1, round(seconds * 1000))}ms"))
+        except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled):
+            return False
+        finally:
+            with self._waiting:
+                self.waiting = False
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return True
+
+    def interrupt(self) -> None:
+        """Cancel a wait_for in progress (from another thread: a stopping worker).
+
+        Only a wait: a cancel that reached the release of a key would leave its term open.
+        """
+        with self._waiting:
+            conn = self.conn
+            if not self.waiting or conn is None or conn.closed or conn.broken:
+                return
+            try:
+                conn.cancel_safe(timeout=2.0)
+            except (psycopg.Error, OSError) as exc:
+                log.warning("could not cancel the lock session's wait: %s", exc)
+
     def unlock(self, key: int) -> bool:
         """Release one level of a key; False means this session did not hold it."""
         ok = bool(self.execute("SELECT pg_advisory_unlock(%s)", (key,))[0][0])
@@ -167,16 +205,23 @@ class PgLockSession(BaseLockSession):
                                  "detail": detail, "at": at})
 
     def release(self, key: int, term: int, detail: str = "") -> bool:
-        """Unlock key fully, record the release and NOTIFY the standbys."""
+        """Record the release, unlock key fully and NOTIFY the standbys.
+
+        Recorded first, then unlocked: a standby waiting in the server's lock queue takes
+        the key the instant it is free, and must find this term already closed.
+        """
+        if not self.counts.get(key):
+            return False
+        held = bool(self.execute(RELEASED_SQL, {"key": key, "term": term, "holder": self.name,
+                                                "detail": detail})[0][0])
         ok = False
         while self.counts.get(key):
             ok = self.unlock(key) or ok
             if not ok:
                 break
         if ok:
-            self.execute(RELEASED_SQL, {"key": key, "term": term, "holder": self.name,
-                                        "detail": detail})
-        return ok
+            self.notify(HANDOVER_CHANNEL, str(key))
+        return ok and held
 
     def evict_stale(self, key: int, stale_seconds: float, ours: list[int],
                     detail: str) -> tuple[str, list[int]] | None:

@@ -22,6 +22,12 @@ SELECT k.key, pg_try_advisory_lock(k.key),
 FROM unnest(%s::bigint[]) AS k(key) LEFT JOIN leader_state s ON s.key = k.key
 """
 
+# Wait in the server's lock queue, at most %s (lock_timeout, set for this statement only: the
+# subquery runs first). The server grants the lock the instant its holder's session ends.
+WAIT_SQL = """
+SELECT pg_advisory_lock(%s) FROM (SELECT set_config('lock_timeout', %s, true) OFFSET 0) AS t
+"""
+
 HEARTBEAT_SQL = f"""
 UPDATE leader_state s SET heartbeat_at = now()
 WHERE s.key = ANY(%s) AND s.holder_pid = pg_backend_pid()
@@ -32,10 +38,12 @@ RETURNING s.key, s.step_down_requested, now()
 
 ACQUIRED_SQL = f"""
 WITH prev AS MATERIALIZED (
+  -- FOR UPDATE: an eviction still committing clears holder_pid first; wait and see it
   SELECT st.term, st.holder, st.heartbeat_at FROM leader_state st
   WHERE st.key = %(key)s AND st.holder_pid IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM leader_events e WHERE e.key = st.key AND e.term = st.term
                     AND e.kind IN ('released', 'lost', 'evicted', 'ended'))
+  FOR UPDATE OF st
 ), ended AS (
   -- the last holder never said goodbye: its session ended (killed, cut off, timed out)
   INSERT INTO leader_events (key, kind, term, holder, detail, at)
@@ -44,7 +52,9 @@ WITH prev AS MATERIALIZED (
 ), s AS (
   INSERT INTO leader_state AS st (key, term, holder, holder_pid, acquired_at, heartbeat_at,
                                   last_result, step_down_requested)
-  VALUES (%(key)s, 1, %(holder)s, pg_backend_pid(), now(), now(), '', false)
+  -- read prev (and lock its row) first: FOR UPDATE skips a row this statement changed
+  SELECT %(key)s, 1, %(holder)s, pg_backend_pid(), now(), now(), '', false
+  FROM (SELECT count(*) FROM prev) AS first
   ON CONFLICT (key) DO UPDATE SET term = st.term + 1, holder = excluded.holder,
     holder_pid = excluded.holder_pid, acquired_at = now(), heartbeat_at = now(),
     step_down_requested = false
@@ -60,12 +70,19 @@ VALUES (%(key)s, %(kind)s,
         %(holder)s, %(detail)s, coalesce(%(at)s, now()))
 """
 
-RELEASED_SQL = """
-WITH st AS (UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
-            WHERE key = %(key)s AND holder_pid = pg_backend_pid() RETURNING term),
-     ev AS (INSERT INTO leader_events (key, kind, term, holder, detail, at)
-            VALUES (%(key)s, 'released', %(term)s, %(holder)s, %(detail)s, now()))
-SELECT pg_notify('soloist_handover', %(key)s::text)
+# Close this session's term of %(key)s, if it still holds the key; unlocking comes after, in
+# a statement of its own: a standby waiting in the lock queue is granted the key the instant
+# it is unlocked, and its "acquired" must find this term closed (else it writes "ended").
+RELEASED_SQL = f"""
+WITH held AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM pg_locks l
+                 WHERE l.pid = pg_backend_pid() AND {ADVISORY} AND {KEY_SQL} = %(key)s) AS yes
+), st AS (UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
+          WHERE key = %(key)s AND holder_pid = pg_backend_pid() AND (SELECT yes FROM held)),
+   ev AS (INSERT INTO leader_events (key, kind, term, holder, detail, at)
+          SELECT %(key)s, 'released', %(term)s, %(holder)s, %(detail)s, now()
+          FROM held WHERE yes)
+SELECT yes FROM held
 """
 
 def evict_sql(victim: str, notify: bool = False) -> str:
@@ -96,6 +113,11 @@ WITH victim AS MATERIALIZED (
   SELECT k AS key, coalesce((SELECT term FROM leader_state WHERE key = k), 0) AS term,
          v.application_name AS holder, {KEY_NAME_SQL} AS name
   FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
+), cleared AS (
+  -- the terms end here, row-locked before any session is terminated: a standby granted a
+  -- key the instant its holder goes waits for this statement and writes no "ended"
+  UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
+  WHERE key IN (SELECT key FROM lost) RETURNING key
 ), events AS (
   INSERT INTO leader_events (key, kind, term, holder, detail, at)
   SELECT key, 'evicted', term, holder, %(detail)s, now() FROM lost
@@ -121,7 +143,7 @@ WITH victim AS MATERIALIZED (
 )
 SELECT v.application_name, v.keys, pg_terminate_backend(v.pid, 2000),
        (SELECT count(*) FROM process WHERE ended){wake}, pg_notify('soloist_wake', 'plugins')
-FROM victim v
+FROM victim v, (SELECT count(*) FROM cleared) AS c
 """
 
 

@@ -102,10 +102,13 @@ class Scheduler:
     def request_stop(self) -> None:
         """Hand leadership over as soon as the unit of work in hand is done (SIGTERM).
 
-        Safe in a signal handler: it sets a flag and writes a byte; the thread does the rest.
+        Safe in a signal handler: it sets a flag, writes a byte and cancels a wait in the
+        server's lock queue (so a sibling stopping too is not handed the key); the thread
+        does the rest.
         """
         self._stopping.set()
         self.waiter.interrupt()
+        self.locks.interrupt()
 
     def start(self) -> None:
         """Start the scheduler thread."""
@@ -165,13 +168,21 @@ class Scheduler:
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:
-        """Sleep up to delay; a notification or stop() wakes it early."""
+        """Sleep up to delay; a notification or stop() wakes it early.
+
+        A standby that holds nothing waits in the server's lock queue instead, so a key
+        whose holder goes away is taken at once rather than at the next poll.
+        """
         try:
-            notes = self.waiter.wait(self.locks, delay)
+            won = self.leadership.wait(delay)
+            notes = self.waiter.wait(self.locks, delay) if won is None else self.locks.notifies()
         except DB_ERRORS as exc:
             self._lose_all(f"lock connection failed while waiting: {exc}")
             return
         now = time.monotonic()
+        for key in won or []:
+            self.due[key] = now
+            self.next_poll = now  # the other keys came free with it, most likely
         for note in notes:
             if note.channel == HANDOVER_CHANNEL:
                 self.next_poll = now
