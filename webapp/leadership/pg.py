@@ -81,6 +81,7 @@ class PgLockSession(BaseLockSession):
         self.conn: psycopg.Connection | None = None
         self.opened = False  # once: a later connect takes a new nonce
         self.waiting = False  # in wait_for, the one statement interrupt() may cancel
+        self.interrupted = False  # interrupt() was called: no wait until the next connect
         self._waiting = threading.RLock()  # RLock: a SIGTERM may arrive inside interrupt()
 
     @property
@@ -109,6 +110,7 @@ class PgLockSession(BaseLockSession):
             raise
         self.conn = conn
         self.counts.clear()
+        self.interrupted = False
 
     def close(self) -> None:
         """Close the connection; the server drops every lock it held."""
@@ -132,7 +134,7 @@ class PgLockSession(BaseLockSession):
             self.counts[key] = self.counts.get(key, 0) + 1
         return bool(got)
 
-    def wait_for(self, key: int, seconds: float) -> bool:
+    def wait_for(self, key: int, seconds: float) -> bool | None:
         """Wait in the server's lock queue up to seconds for key; return whether it is held.
 
         A standby that holds nothing waits here instead of sleeping between polls: when
@@ -141,6 +143,8 @@ class PgLockSession(BaseLockSession):
         the caller polls, which also reads the holder's heartbeat) or by interrupt().
         """
         with self._waiting:
+            if self.interrupted:  # stopping: no more waits (None: the caller sleeps instead)
+                return None
             self.waiting = True
         try:
             self.execute(WAIT_SQL, (key, f"{max(1, round(seconds * 1000))}ms"))
@@ -150,14 +154,19 @@ class PgLockSession(BaseLockSession):
             with self._waiting:
                 self.waiting = False
         self.counts[key] = self.counts.get(key, 0) + 1
+        if self.interrupted:  # granted as the cancel was on its way: a stopping process
+            self.unlock(key)  # leads nothing, and nothing was recorded
+            return False
         return True
 
     def interrupt(self) -> None:
-        """Cancel a wait_for in progress (from another thread: a stopping worker).
+        """End a wait_for in progress and refuse new ones until the next connect.
 
-        Only a wait: a cancel that reached the release of a key would leave its term open.
+        From another thread (a stopping worker's signal handler). Only a wait is cancelled:
+        a cancel that reached the release of a key would leave its term open.
         """
         with self._waiting:
+            self.interrupted = True
             conn = self.conn
             if not self.waiting or conn is None or conn.closed or conn.broken:
                 return
