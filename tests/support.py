@@ -351,7 +351,8 @@ def seed_webhooks(app) -> None:
                                events=["post.published"], description="CMS cache")
         bad = WebhookEndpoint(url="https://down.example.net/hook", secret="t" * 32,
                               events=["post.published", "ops.no_leader"], active=False,
-                              failures=3, last_error="HTTP 502", last_attempt_at=now,
+                              failures=3, last_attempt_at=now,
+                              last_error="ConnectionRefusedError: [Errno 111] Connection refused",
                               retry_at=now + timedelta(minutes=5), payload_format="slack")
         db.session.add_all([good, bad])
         db.session.flush()

@@ -169,3 +169,29 @@ def test_the_live_preview_keeps_hostile_markup_inert(page):
     page.click("#content-form button.primary")
     expect(page.locator(".flash-success")).to_contain_text("saved")
     assert page.evaluate("window.pwned") is None and dialogs == []
+
+
+def test_scheduling_saves_the_text_typed_beside_it_and_leaving_unsaved_text_asks(page):
+    from playwright.sync_api import expect
+
+    write_post(page, "First title", "First **live** body.")
+    edit_url = page.url
+    page.fill("#f-title", "Second title")
+    page.fill("#f-body", "Second body, never saved by hand.")
+    at = datetime.now(UTC) + timedelta(days=2)
+    page.fill("#f-zone", "UTC")
+    page.fill("#f-publish_at", at.strftime("%Y-%m-%dT%H:%M:00"))
+    page.click("#schedule-form button.primary")
+    expect(page.locator("#post-status")).to_have_text("scheduled")
+    # what was typed is what is scheduled: nothing lost, nothing to save again
+    expect(page.locator("#f-title")).to_have_value("Second title")
+    expect(page.locator("#f-body")).to_have_value("Second body, never saved by hand.")
+
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.type), dialog.dismiss()))
+    page.fill("#f-body", "A third body, typed and then walked away from.")
+    page.locator("#f-title").click()  # a user gesture: browsers ask only after one
+    page.evaluate("window.location.href = '/admin/posts/'")
+    wait_for(lambda: asked, 10, "the browser to ask before leaving unsaved text")
+    assert asked == ["beforeunload"] and page.url == edit_url
+    expect(page.locator("#f-body")).to_have_value("A third body, typed and then walked away from.")

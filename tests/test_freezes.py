@@ -57,6 +57,32 @@ def test_resume_with_hold_turns_posts_that_came_due_into_drafts_keeping_their_ti
         assert status_of(held) == "draft"
 
 
+def test_a_held_post_says_so_on_its_page_during_the_freeze_and_after_a_hold(app, auth):
+    with app.app_context():
+        post_id = due_post("Embargoed", at=datetime.now(UTC) + timedelta(seconds=2))
+    admin, editor = auth.client("admin"), auth.client("editor")
+    assert post_form(admin, "/admin/freeze/", {"scope": "publishing", "on_resume": "hold",
+                                               "reason": "embargo"}).status_code == 303
+    page = text(editor.get(f"/admin/posts/{post_id}"))
+    assert "Held by the publishing freeze</strong> (embargo, by admin@example.com)" in page
+    assert "Publishes " not in page
+    with app.app_context():  # it comes due while frozen
+        db.session.execute(sa.update(Post).where(Post.id == post_id).values(
+            publish_at=datetime.now(UTC) - timedelta(seconds=5)))
+        db.session.commit()
+    resumed = post_form(admin, "/admin/freeze/publishing/resume", {})
+    assert resumed.status_code == 303
+    flashed = text(admin.get("/status/"))
+    assert "1 post that came due meanwhile is a draft again, its time kept" in flashed
+    assert "post(s)" not in flashed
+    page = text(editor.get(f"/admin/posts/{post_id}"))
+    assert "Held when publishing resumed." in page
+    with app.app_context():
+        kept = db.session.get(Post, post_id).publish_at
+    field = page.split('id="f-publish_at"')[1].split(">")[0]
+    assert f'value="{kept:%Y-%m-%dT%H:%M}' in field, "the held time is not offered again"
+
+
 def test_frozen_timers_start_no_run_and_resume_follows_the_misfire_policy(app):
     with app.app_context():
         timer = create_timer({

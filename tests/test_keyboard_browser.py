@@ -91,8 +91,11 @@ def test_an_editor_writes_schedules_and_publishes_a_post_with_the_keyboard_alone
                                                       microsecond=0)
 
         tab_to(page, 'form[action$="/publish"] button')
+        asked = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
         page.keyboard.press("Enter")
         expect(page.locator("#post-status")).to_have_text("published", timeout=LIVE)
+        assert asked == ["Publish this post on the site now?"]
     finally:
         context.close()
     post = stored(app)

@@ -442,16 +442,17 @@ def section(page: str, element_id: str) -> str:
     return page.split(f'id="{element_id}"')[1].split("<section")[0]
 
 
-def test_the_dashboard_shows_the_next_day_recent_and_late_posts(app, auth):
+def test_the_dashboard_shows_what_is_next_recent_and_late_posts(app, auth):
     now = datetime.now(UTC)
     new_post(app, "In an hour", status="scheduled", publish_at=now + timedelta(hours=1))
-    new_post(app, "Tomorrow night", status="scheduled", publish_at=now + timedelta(hours=25))
+    new_post(app, "Next week", status="scheduled", publish_at=now + timedelta(days=6))
     new_post(app, "Overdue", status="scheduled", publish_at=now - timedelta(minutes=5))
     new_post(app, "Out already", status="published", published_at=now - timedelta(hours=3))
     viewer = auth.client("viewer")
     page = text(viewer.get("/admin/"))
     upcoming, recent, late = (section(page, i) for i in ("upcoming", "recent", "late"))
-    assert "In an hour" in upcoming and "Tomorrow night" not in page
+    # next up is next up, however far: a week ahead is not "nothing scheduled"
+    assert upcoming.index("In an hour") < upcoming.index("Next week")
     assert "Overdue" in late and "Overdue" not in upcoming and "5 min ago" in late
     assert "Out already" in recent and "3 h ago" in recent
     assert "/admin/posts/" not in page  # a viewer gets titles, not edit links
@@ -471,8 +472,8 @@ def set_leader(app, heartbeat_age: float | None) -> None:
 
 
 def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(app, auth):
-    viewer = auth.client("viewer")
-    summary = lambda: section(text(viewer.get("/admin/live")), "leader-summary")  # noqa: E731
+    admin = auth.client("admin")
+    summary = lambda: section(text(admin.get("/admin/live")), "leader-summary")  # noqa: E731
     assert "No publish leader has been elected yet" in summary()
     set_leader(app, 0.5)
     assert "Publish leader: <span class=\"mono\">soloist:web.1:42</span>, term 3" in summary()
@@ -482,6 +483,24 @@ def test_the_dashboard_sums_up_the_publish_leader_and_links_to_the_status_page(a
     assert "No publish leader right now" in summary()
     if "status.index" in app.view_functions:
         assert 'href="/status/"' in summary()
+
+
+def test_editors_read_the_publish_leader_in_words_and_a_freeze_instead_of_late(app, auth):
+    editor = auth.client("editor")
+    summary = lambda: section(text(editor.get("/admin/live")), "leader-summary")  # noqa: E731
+    set_leader(app, 0.5)
+    assert "Publishing is running: scheduled posts go out on time." in summary()
+    assert "soloist:web.1:42" not in summary() and "term" not in summary()
+    set_leader(app, 60)
+    assert "Publishing is not running right now" in summary()
+    new_post(app, "Waiting", status="scheduled",
+             publish_at=datetime.now(UTC) - timedelta(minutes=5))
+    assert "Late: 1 post" in text(editor.get("/admin/"))
+    assert post_form(auth.client("admin"), "/admin/freeze/", {
+        "scope": "publishing", "reason": "legal review", "on_resume": "hold"}).status_code == 303
+    page = text(editor.get("/admin/"))
+    assert "Late:" not in page and "Held by the freeze: 1 post past its publish time" in page
+    assert "Publishing is paused by" in summary() and "legal review" in summary()
 
 
 # Edges -----------------------------------------------------------------------------------
@@ -505,3 +524,34 @@ def test_an_oversized_body_is_reported_with_its_size_rounded_up(client, auth):
                          {"title": "Big", "slug": "", "body": "x" * 200_001})
     assert response.status_code == 422
     assert "The body is 201 kB; the limit is 200 kB" in field_error(text(response), "body")
+
+
+def test_text_typed_beside_a_schedule_is_saved_with_it_or_refused_whole(app, editor):
+    from webapp.posts import content_digest
+
+    post_id = new_post(app, "Draft", body="old body")
+    at = local_input(datetime.now(UTC) + timedelta(days=1), "UTC")
+    typed = {"publish_at": at, "unpublish_at": "", "zone": "UTC", "version": "1",
+             "title": "Draft, edited", "slug": "draft", "body": "new body",
+             "text_version": "1", "digest": content_digest("Draft", "draft", "old body")}
+    # a time that cannot be used saves nothing, the text included, and shows what was typed
+    bad = post_form(editor, f"/admin/posts/{post_id}/schedule", {**typed, "publish_at": "soon"})
+    assert bad.status_code == 422 and "new body" in text(bad)
+    with app.app_context():
+        assert db.session.get(Post, post_id).body == "old body"
+    saved = post_form(editor, f"/admin/posts/{post_id}/schedule", typed)
+    assert saved.status_code == 303
+    with app.app_context():
+        post = db.session.get(Post, post_id)
+        assert (post.status, post.title, post.body) == ("scheduled", "Draft, edited", "new body")
+    # someone else's newer text is refused as Save refuses it: nothing changes, text kept
+    other = {**typed, "body": "a third body", "version": str(post.version)}
+    with app.app_context():
+        db.session.execute(sa.update(Post).where(Post.id == post_id).values(
+            body="their body", version=Post.version + 1))
+        db.session.commit()
+    refused = post_form(editor, f"/admin/posts/{post_id}/unpublish-time", other)
+    assert refused.status_code == 409 and "Someone else changed this post" in text(refused)
+    assert "a third body" in text(refused)
+    with app.app_context():
+        assert db.session.get(Post, post_id).body == "their body"

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
-from tests.support import AuthActions, make_app, post_form
+from tests.support import AuthActions, make_app, post_form, text
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import HookEvent, webhook_sends, webhooks
@@ -213,3 +213,24 @@ def test_retries_follow_a_standard_webhooks_schedule_from_the_first_retry_delay(
         app.config["WEBHOOK_RETRY_SECONDS"] = 2
         spread = {webhook_sends.retry_delay(2).total_seconds() for _ in range(50)}
         assert len(spread) > 1 and all(9.6 <= wait <= 12 for wait in spread)  # jittered
+
+
+def test_the_page_says_a_failure_in_words_keeps_the_detail_a_click_away_and_refreshes(app,
+                                                                                     auth):
+    from tests.support import seed_webhooks
+
+    seed_webhooks(app)
+    with app.app_context():  # the working one is failing now, still switched on
+        db.session.execute(sa.update(WebhookEndpoint).where(
+            WebhookEndpoint.url == "https://hooks.example.com/soloist").values(
+            failures=1, last_error="The receiver answered HTTP 502."))
+        db.session.commit()
+    page = text(auth.client("admin").get("/admin/webhooks/"))
+    refused = page.split('id="endpoint-2"')[1].split("</tr>")[0]
+    assert "The receiver refused the connection: nothing is listening" in refused
+    assert "<summary>Technical detail</summary>" in refused
+    assert "ConnectionRefusedError: [Errno 111] Connection refused" in refused
+    failing = page.split('id="endpoint-1"')[1].split("</tr>")[0]
+    assert '>failing<' in failing and '>on<' not in failing, "an 'on' badge beside the error"
+    assert "The receiver is up but failed to handle the event (HTTP 502)." in failing
+    assert 'hx-trigger="every 5s"' in page.split('id="endpoints-live"')[1].split(">")[0]

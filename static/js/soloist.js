@@ -81,6 +81,45 @@
     var target = event.detail.elt.closest("[data-live]");
     if (target) { target.classList.remove("lost"); }
   });
+  // Post editor: the text typed but not saved goes with the panel form that schedules or
+  // publishes ([data-saves-text]; the server saves it first, refusing someone else's newer
+  // version as Save does), and leaving the page otherwise asks first.
+  var leaving = false;
+  function unsaved(form) {
+    return !!form && (form.hasAttribute("data-unsaved") ||
+      Array.prototype.some.call(form.elements, function (el) {
+        return (el.tagName === "TEXTAREA" || el.type === "text") && el.value !== el.defaultValue;
+      }));
+  }
+  function carry(form, name, value) {
+    var input = form.querySelector("input[type=hidden][name=" + name + "][data-carried]");
+    if (!input) {
+      input = document.createElement("input");
+      input.type = "hidden"; input.name = name; input.setAttribute("data-carried", "");
+      form.appendChild(input);
+    }
+    input.value = value;
+  }
+  document.addEventListener("submit", function (event) {
+    var form = event.target, text = document.getElementById("content-form");
+    if (!text || form === text) { leaving = true; return; }
+    if (!form.hasAttribute("data-saves-text") || !unsaved(text)) {
+      leaving = !unsaved(text);
+      return;
+    }
+    ["title", "slug", "body", "digest"].forEach(function (name) {
+      if (text.elements[name]) { carry(form, name, text.elements[name].value); }
+    });
+    carry(form, "text_version", text.elements.version ? text.elements.version.value : "");
+    leaving = true;
+  });
+  window.addEventListener("beforeunload", function (event) {
+    if (!leaving && unsaved(document.getElementById("content-form"))) {
+      event.preventDefault();
+      event.returnValue = "";  // the browser says its own words: "changes you made may not be saved"
+    }
+    leaving = false;
+  });
   // Calendar: drag a scheduled post (li[data-move-form]) onto another day (td[data-date]) to
   // fill its move form's day and submit it, the same form the keyboard uses.
   document.addEventListener("dragstart", function (event) {

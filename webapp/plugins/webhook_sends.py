@@ -112,6 +112,41 @@ def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
     return record(claim, status, error, final, now())
 
 
+# What a failed attempt's error means, for the webhooks page (the raw text stays a click away)
+IN_WORDS = (
+    ("ConnectionRefused", "The receiver refused the connection: nothing is listening at that "
+                          "address and port."),
+    ("No answer within", "The receiver did not answer in time."),
+    ("timed out", "The receiver did not answer in time."),
+    ("gaierror", "The receiver's host name could not be found (DNS)."),
+    ("Name or service not known", "The receiver's host name could not be found (DNS)."),
+    ("SSL", "The receiver's TLS certificate could not be verified, or TLS failed."),
+    ("ConnectionReset", "The receiver closed the connection before answering."),
+    ("RemoteDisconnected", "The receiver closed the connection before answering."),
+    ("Not sent:", "Not sent: the address is not one Soloist calls (private, loopback, or "
+                  "switched off)."),
+)
+
+
+def in_words(error: str) -> str:
+    """Say what a delivery error means in a sentence ("" for none); HTTP answers by class."""
+    if not error:
+        return ""
+    answered = error.removeprefix("The receiver answered HTTP ").rstrip(".")
+    if answered.isdigit():
+        code = int(answered)
+        if code >= 500:
+            return f"The receiver is up but failed to handle the event (HTTP {code})."
+        if code in (401, 403):
+            return (f"The receiver refused the event (HTTP {code}): check that it has this "
+                    "endpoint's secret.")
+        return f"The receiver refused the event (HTTP {code}): check the URL."
+    for needle, words in IN_WORDS:
+        if needle in error:
+            return words
+    return "The delivery failed."
+
+
 def record(claim: Claim, status: int | None, error: str, final: bool, at: datetime) -> str:
     """Write the attempt's outcome if the claim still holds; update the endpoint's health."""
     delivery = db.session.get(WebhookDelivery, claim.delivery_id)

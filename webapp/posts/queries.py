@@ -63,13 +63,14 @@ def status_counts(cap: int = COUNT_CAP) -> dict[str, int]:
     return {status: n for status, n in db.session.execute(sa.union_all(*capped))}
 
 
-def upcoming(now: datetime, hours: int = 24, limit: int = 50) -> list[Post]:
-    """Return scheduled posts due within hours, soonest first (late ones excluded)."""
-    return list(db.session.scalars(
-        sa.select(Post).options(defer(Post.body))
-        .where(Post.status == "scheduled", Post.publish_at > now - timedelta(minutes=1),
-               Post.publish_at <= now + timedelta(hours=hours))
-        .order_by(Post.publish_at, Post.id).limit(limit)))
+def upcoming(now: datetime, hours: int | None = 24, limit: int = 50) -> list[Post]:
+    """Return scheduled posts due within hours (None: whenever), soonest first (late ones
+    excluded)."""
+    query = sa.select(Post).options(defer(Post.body)).where(
+        Post.status == "scheduled", Post.publish_at > now - timedelta(minutes=1))
+    if hours is not None:
+        query = query.where(Post.publish_at <= now + timedelta(hours=hours))
+    return list(db.session.scalars(query.order_by(Post.publish_at, Post.id).limit(limit)))
 
 
 def late(now: datetime, grace: timedelta = timedelta(minutes=1), limit: int = 50) -> list[Post]:

@@ -57,7 +57,9 @@ def resume(scope: str):
     if done.held:
         titles = ", ".join(f"“{title}”" for _, title in done.held[:5])
         more = f" and {len(done.held) - 5} more" if len(done.held) > 5 else ""
-        message += (f" {len(done.held)} post(s) that came due meanwhile are drafts again, "
-                    f"for an editor to schedule or publish: {titles}{more}.")
+        count = ("1 post that came due meanwhile is a draft again, its time kept"
+                 if len(done.held) == 1 else f"{len(done.held)} posts that came due meanwhile "
+                 "are drafts again, their times kept")
+        message += f" {count}, for an editor to schedule or publish: {titles}{more}."
     flash(message, "success")
     return redirect(url_for("status.index"), code=303)

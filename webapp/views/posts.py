@@ -133,8 +133,10 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
                    **context) -> dict:
     zone = _zone()
     if sched is None:
-        sched = {"publish_at": input_value(post.publish_at, zone) if post.status == "scheduled"
-                 else "", "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
+        # a draft with a time was held by a freeze: its time is offered again
+        keeps = post.status == "scheduled" or (post.status == "draft" and post.publish_at)
+        sched = {"publish_at": input_value(post.publish_at, zone) if keeps else "",
+                 "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
             "zones": sorted(zone_names()), **context}
 
@@ -185,21 +187,63 @@ def _sched_form() -> dict:
             for name in ("publish_at", "unpublish_at", "zone")}
 
 
+class _TextRefused(Exception):
+    """The text typed beside a schedule could not be saved; response is the page saying why."""
+
+    def __init__(self, response) -> None:
+        super().__init__("text refused")
+        self.response = response
+
+
+def _typed_text() -> dict | None:
+    """Return the editor's unsaved text sent with a panel form (soloist.js adds it), if any."""
+    if "text_version" not in request.form:
+        return None
+    return {**_content_form(), "version": request.form.get("text_version", 0, type=int),
+            "digest": request.form.get("digest", "")}
+
+
+def _save_typed_text(post: Post, sched: dict | None = None) -> int:
+    """Save text typed but not saved, sent with a schedule or publish form; return the version
+    the schedule applies to. Someone else's newer text is refused as the Save button refuses
+    it (the typed text kept on the page); nothing else is done then."""
+    form = _typed_text()
+    version, current = request.form.get("version", 0, type=int), post.version  # before saving
+    if form is None or (form["title"], form["slug"], form["body"]) == (post.title, post.slug,
+                                                                      post.body):
+        return version
+    try:
+        saved = domain.update_post(post.id, form["version"], form["digest"], form["title"],
+                                   form["slug"], form["body"])
+    except StalePost as exc:
+        raise _TextRefused(_edit_page(exc.current, 409, form=form, errors=exc.errors,
+                                      stale=exc.current, sched=sched)) from None
+    except PostError as exc:
+        raise _TextRefused(_edit_page(_post_or_404(post.id), 422, form=form, errors=exc.errors,
+                                      sched=sched)) from None
+    # the panel was current when the text was saved: the schedule applies to the saved text
+    return saved.version if version == current else version
+
+
 @bp.post("/<int:post_id>/schedule")
 @role_required("editor")
 def schedule(post_id: int):
-    """Schedule a post at a time typed in the editor's zone."""
+    """Schedule a post at a time typed in the editor's zone, saving text typed beside it."""
     post = _post_or_404(post_id)
     sched = _sched_form()
     try:
         publish_at, unpublish_at = _read_times(sched)
-        domain.schedule_post(post_id, request.form.get("version", 0, type=int), publish_at,
-                             unpublish_at)
+        domain.check_times(publish_at, unpublish_at)  # a bad time saves nothing, text included
+        version = _save_typed_text(post, sched)
+        domain.schedule_post(post_id, version, publish_at, unpublish_at)
+    except _TextRefused as exc:
+        return exc.response
     except StalePost as exc:
-        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
+        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE,
+                          form=_typed_text())
     except PostError as exc:
-        return _edit_page(post, 422, sched=sched, sched_errors=exc.errors,
-                          past=isinstance(exc, PublishTimeInPast))
+        return _edit_page(_post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
+                          past=isinstance(exc, PublishTimeInPast), form=_typed_text())
     flash(f"Scheduled for {format_local(publish_at, sched['zone'])}.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -212,8 +256,10 @@ def unpublish_time(post_id: int):
     sched = _sched_form()
     try:
         _, unpublish_at = _read_times(sched, need_publish=False)
-        domain.set_unpublish_time(post_id, request.form.get("version", 0, type=int),
-                                  unpublish_at)
+        domain.check_times(None, unpublish_at)
+        domain.set_unpublish_time(post_id, _save_typed_text(post, sched), unpublish_at)
+    except _TextRefused as exc:
+        return exc.response
     except StalePost as exc:
         return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
     except PostError as exc:
@@ -223,10 +269,14 @@ def unpublish_time(post_id: int):
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
-def _act(post_id: int, action, done: str):
+def _act(post_id: int, action, done: str, save_text: bool = False):
     post = _post_or_404(post_id)
     try:
+        if save_text:  # publishing now publishes what the editor sees, typed text included
+            _save_typed_text(post)
         action(post_id)
+    except _TextRefused as exc:
+        return exc.response
     except domain.PublishingFrozen as exc:  # by the form, what was typed kept
         typed = _sched_form() if "zone" in request.form else None
         return _edit_page(post, 409, sched=typed, sched_errors=exc.errors)
@@ -254,7 +304,8 @@ def unschedule(post_id: int):
 def publish(post_id: int):
     """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
     instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
-    return _act(post_id, lambda pid: domain.publish_now(pid, instance, override), "Published.")
+    return _act(post_id, lambda pid: domain.publish_now(pid, instance, override), "Published.",
+                save_text=True)
 
 
 @bp.post("/<int:post_id>/unpublish")

@@ -6,8 +6,11 @@ from ..accounts.security import role_required
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..plugins import endpoints as domain
+from ..plugins.webhook_sends import in_words
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
+
+bp.add_app_template_filter(in_words, "in_words")
 
 
 # the form holds a fresh secret (or echoes the one typed): never kept by a browser or proxy

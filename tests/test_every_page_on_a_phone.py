@@ -1,0 +1,61 @@
+"""Every page on a 390 px phone, as every role that may open it, in real headless Chromium.
+
+A page that scrolls sideways hides its controls off-screen (the timers list's Run now, the
+webhooks page's Switch off). Each page of tests.support.pages() is opened as each role
+allowed to see it and must scroll only vertically; the overflowing elements are named.
+"""
+
+from tests.support import ROLES, expected_status, pages, sign_in_page
+
+PHONE = {"width": 390, "height": 844}
+
+# where the page gets too wide: each element that crosses the screen's edge while its
+# parent does not (the first one too wide on its own, or pushed out by a sibling)
+TOO_WIDE = """() => {
+  const wide = document.documentElement.clientWidth;
+  const over = (e) => e.getClientRects().length && e.getBoundingClientRect().right > wide + 0.5;
+  return [...document.querySelectorAll("body *")]
+    .filter((e) => over(e) && !(e.parentElement && e.parentElement !== document.body
+                               && over(e.parentElement)))
+    .slice(0, 5)
+    .map((e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")
+                + (e.className && typeof e.className == "string" ? "." + e.className : "")
+                + " " + Math.round(e.getBoundingClientRect().right) + "px");
+}"""
+
+
+def test_no_page_scrolls_sideways_on_a_phone_for_any_role(browser, site):
+    wide = {}
+    for role in (None, *ROLES):
+        context = browser.new_context(base_url=site["url"], viewport=PHONE, is_mobile=True,
+                                      has_touch=True)
+        page = context.new_page()
+        try:
+            if role:
+                sign_in_page(page, f"{role}@example.com")
+            for path, needs in pages(site):
+                if path.endswith(".xml") or expected_status(path, needs, role) == 403:
+                    continue
+                if role is not None and needs is None and path != "/":
+                    continue  # the public pages once, signed out, and the home page signed in
+                page.goto(path)
+                width = page.evaluate("document.scrollingElement.scrollWidth")
+                if width > PHONE["width"]:
+                    wide[(path, role)] = (width, page.evaluate(TOO_WIDE))
+        finally:
+            context.close()
+    assert wide == {}, "pages wider than a 390 px phone: " + "; ".join(
+        f"{path} as {role}: {width} px ({', '.join(what)})"
+        for (path, role), (width, what) in wide.items())
+
+
+def test_the_admin_navigation_keeps_to_one_row_on_a_wide_screen(browser, site):
+    context = browser.new_context(base_url=site["url"], viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        sign_in_page(page, "admin@example.com")
+        nav = page.locator("header nav.nav").bounding_box()
+        links = page.locator("header nav.nav a").first.bounding_box()
+        assert nav["height"] <= links["height"] * 1.8, f"the navigation wraps: {nav}"
+    finally:
+        context.close()
