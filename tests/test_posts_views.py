@@ -13,7 +13,7 @@ from tests.cluster import wait_for
 from tests.support import AuthActions, add_user, field_error, new_post, post_form, text
 from webapp.db import WAKE_CHANNEL
 from webapp.extensions import db
-from webapp.models import OutboxEvent, Post, User
+from webapp.models import OutboxEvent, Post, User, WebhookEndpoint
 from webapp.posts import MAX_BODY_BYTES
 from webapp.scheduling import publish
 
@@ -555,3 +555,31 @@ def test_text_typed_beside_a_schedule_is_saved_with_it_or_refused_whole(app, edi
     assert "a third body" in text(refused)
     with app.app_context():
         assert db.session.get(Post, post_id).body == "their body"
+
+
+def test_a_new_post_can_be_scheduled_as_it_is_saved_wherever_it_is_started(app, editor):
+    page = text(editor.get("/admin/posts/new"))
+    assert 'id="f-publish_at"' in page and "leave it empty to save a draft" in page
+    at = local_input(datetime.now(UTC) + timedelta(days=3), "UTC")
+    created = post_form(editor, "/admin/posts/new", {"title": "Straight in", "body": "x",
+                                                     "publish_at": at, "zone": "UTC"})
+    assert created.status_code == 303
+    with app.app_context():
+        assert db.session.scalar(sa.select(Post.status).where(Post.title == "Straight in")) \
+            == "scheduled"
+
+
+def test_a_new_install_shows_its_admin_first_steps_until_they_are_done(app, auth):
+    admin = auth.client("admin")
+    steps = section(text(admin.get("/admin/")), "first-steps")
+    for step in ("Name your site", "Invite an editor", "Add a webhook", "status page"):
+        assert step in steps
+    assert "first-steps" not in text(auth.client("editor").get("/admin/"))  # admins only
+    assert post_form(admin, "/admin/site/", {"name": "The Daily", "description": ""}) \
+        .status_code == 303
+    with app.app_context():
+        db.session.add(WebhookEndpoint(url="https://hooks.example.com/x", secret="s" * 32,
+                                       events=["post.published"]))
+        db.session.commit()
+    # the editor signed in above is the invited someone: all done, the list goes
+    assert 'id="first-steps"' not in text(admin.get("/admin/"))

@@ -20,7 +20,7 @@ def user(app, email: str) -> User:
 
 
 def one_time_password(page: str) -> str:
-    return page.split('class="one-time-password">')[1].split("<")[0]
+    return page.split('id="one-time-password">')[1].split("<")[0]
 
 
 def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app, auth):
@@ -39,6 +39,16 @@ def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(a
     assert auth.login(email="new@example.com", password=password,
                       client=newcomer).location == "/settings"
     assert newcomer.get("/admin/").location == "/settings"
+    # read off a screen and typed: no 0/O or 1/l/I; copyable, with the link to sign in at
+    assert not set(password) & set("0O1lI") and len(password.replace("-", "")) == 16
+    assert 'data-copy="#one-time-password"' in shown and 'id="sign-in-link"' in shown
+    # they choose their own without typing the one-time one again, and go on to the work
+    setup = text(newcomer.get("/settings"))
+    assert 'name="current_password"' not in setup
+    done = post_form(newcomer, "/settings", {"timezone": "UTC", "new_password": "my own words",
+                                             "confirm_password": "my own words"})
+    assert done.status_code == 303 and done.location == "/admin/"
+    assert newcomer.get("/admin/").status_code == 200
 
 
 def test_a_bad_or_taken_email_is_refused_next_to_the_field_and_kept(app, auth):

@@ -22,6 +22,16 @@
     if (event.target.name === "kind") { showScheduleKind(); }
   });
   document.addEventListener("htmx:load", function (event) { defaultZones(event.detail.elt); });
+  // A [data-copy="#id"] button copies that element's text (a one-time password, a link).
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]"), source;
+    if (!button || !navigator.clipboard) { return; }
+    source = document.querySelector(button.getAttribute("data-copy"));
+    if (!source) { return; }
+    navigator.clipboard.writeText(source.textContent.trim()).then(function () {
+      button.textContent = "Copied";
+    });
+  });
   // Ask before a [data-confirm] button acts (delegated, so swapped-in buttons ask too).
   document.addEventListener("click", function (event) {
     var el = event.target.closest && event.target.closest("[data-confirm]");

@@ -61,9 +61,15 @@ class AccountError(Refused):
     """An account change was refused; errors maps a form field (or "form") to why."""
 
 
+# no look-alikes (0/O, 1/l/I): a one-time password is read off a screen and typed by hand
+ONE_TIME_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"
+
+
 def one_time_password() -> str:
-    """Return a random password for an admin to hand over once."""
-    return secrets.token_urlsafe(12)
+    """Return a random password for an admin to hand over once: four groups of four from
+    31 characters that cannot be mistaken for each other (79 bits), e.g. k7mq-x3rt-9wpz-h2fd."""
+    groups = ("".join(secrets.choice(ONE_TIME_ALPHABET) for _ in range(4)) for _ in range(4))
+    return "-".join(groups)
 
 
 def create_account(email: str, role: str) -> tuple[User, str]:

@@ -108,9 +108,13 @@ def settings():
     if request.method != "POST":
         return _settings_page()
     form = {"timezone": request.form.get("timezone", "").strip()}
+    finishing = current_user.must_change_password
     errors = _save_settings(form["timezone"], request.form)
     if errors:
         return _settings_page(422, form=form, errors=errors)
+    if finishing:  # the account is set up: on to the work, not the settings page
+        flash("Your password is set: welcome to Soloist.", "success")
+        return redirect(url_for("dashboard.index"), code=303)
     flash("Settings saved.", "success")
     return redirect(url_for("auth.settings"), code=303)
 
@@ -132,6 +136,10 @@ def _save_settings(zone: str, data) -> dict[str, str]:
 
 def _check_password_change(new: str, data) -> dict[str, str]:
     """Check the current password (under the sign-in limits) and the new one."""
+    if current_user.must_change_password:
+        # this session began with the one-time password a moment ago: asking for it again
+        # proves nothing, and the person has just been told to forget it
+        return password_errors(new, data.get("confirm_password", ""))
     email, address = current_user.email, client_address()
     wait = throttle.wait_seconds(email, address)
     if wait:

@@ -75,9 +75,12 @@ def _content_form() -> dict:
 @bp.route("/new", methods=["GET", "POST"])
 @role_required("editor")
 def new():
-    """Write a new draft, or a post scheduled at once (the calendar's "new post on this day")."""
+    """Write a new draft, or a post scheduled as it is saved (a publish time typed, or filled
+    in by the calendar's "new post on this day")."""
     form, errors = {"title": "", "slug": "", "body": ""}, {}
-    sched = _new_schedule(request.form if request.method == "POST" else request.args)
+    # the same create-and-schedule form wherever one starts (the calendar fills the time)
+    sched = _new_schedule(request.form if request.method == "POST" else request.args) or {
+        "publish_at": "", "zone": _zone()}
     if request.method == "POST":
         form = _content_form()
         try:
