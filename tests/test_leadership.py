@@ -233,3 +233,29 @@ def test_an_unreachable_database_is_logged_once_not_per_attempt(caplog):
     assert caplog.text.count("lock connection unavailable") == 1
     assert leadership.backoff > 0.25  # backing off between attempts
     assert leadership.held == {}
+
+
+def test_the_history_tells_an_eviction_once_in_words_and_how_long_the_key_was_leaderless(
+        app, process):
+    from webapp.leadership.status import snapshot
+
+    a, b = process("a", stale=0.5), process("b", stale=0.5)
+    a.poll()
+    wait_for(lambda: b.poll(), 5, "b to evict the frozen leader")
+    assert a.verify() == {} and a.ensure_connected()  # a thaws and writes its own "lost"
+    with app.app_context():
+        history = [c for c in snapshot().history if c.key == PUBLISH.value]
+    assert [c.kind for c in history] == ["acquired", "evicted", "acquired"]  # newest first
+    assert history[0].holder == b.locks.name and history[0].without_leader_s is not None
+    assert history[0].without_leader_s < 5
+    assert history[2].without_leader_s is None  # the first term follows nobody
+
+
+def test_a_cut_lock_session_reads_as_cut_off_not_as_a_crashed_database():
+    from webapp.leadership.status import in_words
+
+    raw = ("lock connection failed: server closed the connection unexpectedly\n"
+           "\tThis probably means the server terminated abnormally")
+    assert in_words("lost", raw).startswith("its lock session was cut off")
+    assert "terminated abnormally" not in in_words("lost", raw)
+    assert in_words("evicted", "heartbeat 12.0 s old") == "heartbeat 12.0 s old"

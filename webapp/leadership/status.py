@@ -63,6 +63,7 @@ class Change:
     at: datetime
     held_for_s: float | None = None
     ongoing: bool = False
+    without_leader_s: float | None = None  # an "acquired": how long the key had no leader
 
 
 @dataclass
@@ -155,17 +156,37 @@ def _history(limit: int) -> list[Change]:
         .order_by(LeaderEvent.at.desc(), LeaderEvent.id.desc())
     ).all()
     began: dict[tuple[int, int], datetime] = {}
+    gaps: dict[int, float] = {}  # event id of an "acquired" -> seconds since the last end
+    last_end: dict[int, datetime] = {}
     for event in reversed(events):  # oldest first: the latest start of a term wins
         if event.kind == "acquired":
             began[(event.key, event.term)] = event.at
+            if event.key in last_end:
+                gaps[event.id] = max(0.0, (event.at - last_end.pop(event.key)).total_seconds())
+        elif event.kind in ENDS:
+            last_end.setdefault(event.key, event.at)  # the first end of a term: it went then
+    # one row per event: an evicted holder's own "lost" (written when it thaws) and an
+    # "ended" for the same term tell the eviction again
+    evicted = {(e.key, e.term) for e in events if e.kind == "evicted"}
+    shown = [e for e in events if not (e.kind in ("lost", "ended") and (e.key, e.term) in evicted)]
     changes = []
-    for event in events[:limit]:
+    for event in shown[:limit]:
         start = began.get((event.key, event.term))
         held = (event.at - start).total_seconds() if start and event.kind in ENDS else None
         known = next((k for k in KEYS.values() if k.value == event.key), None)
         changes.append(Change(event.key, known.name if known else hex(event.key), event.kind,
-                              event.term, event.holder, event.detail, event.at, held))
+                              event.term, event.holder, in_words(event.kind, event.detail),
+                              event.at, held, without_leader_s=gaps.get(event.id)))
     return changes
+
+
+def in_words(kind: str, detail: str) -> str:
+    """Say a leadership event's detail as ops would: a dropped connection is not a crash."""
+    if kind == "lost" and ("server closed the connection" in detail
+                           or "terminat" in detail or "connection failed" in detail):
+        return ("its lock session was cut off (the database ended the connection, or the "
+                "network did); it stopped leading at once")
+    return detail
 
 
 def _held_for(history: list[Change], keys: list[KeyStatus], now: datetime) -> None:
