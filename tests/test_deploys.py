@@ -24,7 +24,7 @@ from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
 from webapp.models import Deploy, LeaderEvent, Post
 from webapp.ops.deploys import build_timeline, report
-from webapp.ops.deploys.timeline import lane
+from webapp.ops.deploys.timeline import lane, shade_of
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 RELEASE_VARIABLES = ("SOURCE_VERSION", "HEROKU_RELEASE_VERSION", "RENDER_GIT_COMMIT",
@@ -106,6 +106,31 @@ def test_a_term_that_ended_after_its_successor_began_leaves_no_gap(app):
     assert [s.holder for s in segments if s.holder] == ["a", "b", "c"]
 
 
+def test_a_new_install_shows_no_data_before_it_ran_and_marks_a_failover(app, auth):
+    with app.app_context():
+        now = datetime.now(UTC)
+        db.session.add(Deploy(version="v1", source="git", at=now - timedelta(minutes=10)))
+        first = now - timedelta(minutes=9)  # a new install: nothing before this
+        db.session.add_all(
+            LeaderEvent(key=PUBLISH.value, kind=kind, term=term, holder=holder,
+                        at=first + timedelta(seconds=s))
+            for kind, term, holder, s in (("acquired", 1, "soloist:web.1:11:abcdefgh", 0),
+                                          ("ended", 1, "soloist:web.1:11:abcdefgh", 60),
+                                          ("acquired", 2, "soloist:web.2:12:bcdefghi", 60.4)))
+        db.session.commit()
+        timeline = build_timeline(now)
+        [window] = report(now)
+    first, *rest = timeline.lanes["publish"]
+    assert not first.known and first.seconds > 23 * 3600  # before the first event: no data
+    assert [s.known for s in rest if not s.holder] == [True]  # the 0.4 s failover gap
+    assert [(how, round(gap, 1)) for _, how, gap in timeline.failovers["publish"]] == [
+        ("ended", 0.4)]
+    assert window.no_leader["publish"] == pytest.approx(0.4, abs=0.01)  # not the 23 h before
+    page = text(auth.client("viewer").get("/status/"))
+    assert 'class="seg nodata"' in page and "no data yet" in page
+    assert 'class="failover"' in page and "without a leader" in page
+
+
 def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):
     with app.app_context():
         now = datetime.now(UTC)
@@ -117,7 +142,8 @@ def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):
         assert build_timeline(now).instances() == ["web.1"]
     page = text(auth.client("viewer").get("/status/"))
     assert '<svg class="timeline wide"' in page and "v7-&lt;b&gt;" in page
-    assert 'class="seg shade-0"' in page and "web.1" in page
+    # an instance's colour comes from its name: the same on every page load
+    assert f'class="seg shade-{shade_of("web.1")}"' in page and "web.1" in page
     assert "<b>" not in page.split('id="timeline"')[1]
 
 

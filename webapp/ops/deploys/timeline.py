@@ -6,6 +6,7 @@ successor began (a holder that learns late that it lost): the key had a leader a
 along then, and no gap is drawn. The status page draws it with the deploys on top.
 """
 
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -20,6 +21,7 @@ from .record import recent_deploys
 SPAN = timedelta(hours=24)
 LABELS = 90  # the drawing is 1000 wide; the lanes' names take the left of it
 SHADES = 6  # holders are told apart by one of this many colours (by instance)
+UNSET = object()  # lane()'s first_seen when the caller did not read it
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Segment:
     end: datetime
     holder: str = ""
     term: int = 0
+    known: bool = True  # False: before the first event ever recorded (no data, not a gap)
 
     @property
     def seconds(self) -> float:
@@ -44,6 +47,9 @@ class Timeline:
     until: datetime
     lanes: dict[str, list[Segment]] = field(default_factory=dict)
     deploys: list[Deploy] = field(default_factory=list)
+    # per lane: each takeover after a holder went without handing over (killed, cut off,
+    # evicted, lost): (when, its kind, seconds without a leader)
+    failovers: dict[str, list[tuple[datetime, str, float]]] = field(default_factory=dict)
 
     def x(self, moment: datetime, wide: int = 1000) -> float:
         """Return where moment falls in a drawing wide units across (names on the left)."""
@@ -66,8 +72,13 @@ class Timeline:
                        if s.holder})
 
     def shade(self, holder: str) -> int:
-        """Return the colour number of holder's instance (stable within this timeline)."""
-        return self.instances().index(instance_of(holder)) % SHADES
+        """Return the colour number of holder's instance: from its name, so an instance keeps
+        its colour from one page load to the next whoever else came and went."""
+        return shade_of(instance_of(holder))
+
+    def instance_shade(self, instance: str) -> int:
+        """Return the colour number of an instance, for the legend."""
+        return shade_of(instance)
 
     def hours(self, every: int = 3, wide: int = 1000) -> list[datetime]:
         """Return the whole hours (every few) between since and until, for the axis."""
@@ -80,6 +91,11 @@ class Timeline:
         return marks
 
 
+def shade_of(instance: str) -> int:
+    """Return the colour number of an instance, the same on every page."""
+    return zlib.crc32(instance.encode()) % SHADES
+
+
 def instance_of(holder: str) -> str:
     """Return the instance part of a holder's name (soloist-sched:web.1:4242 -> web.1)."""
     parts = holder.split(":")
@@ -89,12 +105,37 @@ def instance_of(holder: str) -> str:
 def build_timeline(now: datetime, span: timedelta = SPAN) -> Timeline:
     """Return the last span of leadership and deploys, up to now."""
     since = now - span
-    lanes = {key.name: lane(key.value, since, now) for key in KEYS.values()}
-    return Timeline(since, now, lanes, recent_deploys(since, now))
+    first = first_event_at()
+    lanes = {key.name: lane(key.value, since, now, first) for key in KEYS.values()}
+    failovers = {key.name: takeovers(key.value, since, now) for key in KEYS.values()}
+    return Timeline(since, now, lanes, recent_deploys(since, now), failovers)
 
 
-def lane(key: int, since: datetime, until: datetime) -> list[Segment]:
-    """Return key's segments between since and until (held, and leaderless ones)."""
+UNGRACEFUL = ("lost", "evicted", "ended")
+
+
+def takeovers(key: int, since: datetime, until: datetime) -> list[tuple[datetime, str, float]]:
+    """Return each acquire of key that followed an ungraceful end: when, how, how long."""
+    events = db.session.scalars(
+        sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at >= since,
+                                     LeaderEvent.at <= until,
+                                     LeaderEvent.kind.in_(("acquired", *ENDS)))
+        .order_by(LeaderEvent.at, LeaderEvent.id)).all()
+    found, ended = [], None
+    for event in events:
+        if event.kind in ENDS and ended is None:
+            ended = event
+        elif event.kind == "acquired":
+            if ended is not None and ended.kind in UNGRACEFUL:
+                found.append((event.at, ended.kind,
+                              max(0.0, (event.at - ended.at).total_seconds())))
+            ended = None
+    return found
+
+
+def lane(key: int, since: datetime, until: datetime, first_seen=UNSET) -> list[Segment]:
+    """Return key's segments between since and until (held, leaderless, and no data before
+    first_seen, the fleet's first event: read when not given)."""
     before = db.session.scalar(
         sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at < since,
                                      LeaderEvent.kind.in_(("acquired", *ENDS)))
@@ -124,14 +165,35 @@ def lane(key: int, since: datetime, until: datetime) -> list[Segment]:
                     for term, (holder, start) in active.items())
     if nobody_since is not None and until > nobody_since:
         segments.append(Segment(nobody_since, until))
-    return sorted(segments, key=lambda s: (s.start, s.end))
+    return no_data_before(sorted(segments, key=lambda s: (s.start, s.end)),
+                          first_event_at() if first_seen is UNSET else first_seen)
+
+
+def first_event_at() -> datetime | None:
+    """Return when the fleet recorded its first leadership event (None: never)."""
+    return db.session.scalar(sa.select(sa.func.min(LeaderEvent.at)))
+
+
+def no_data_before(segments: list[Segment], first: datetime | None) -> list[Segment]:
+    """Mark the leaderless time before the fleet's first event as no data (Soloist did not
+    run yet), splitting a gap that spans it: a new install is not a day-long outage."""
+    marked = []
+    for segment in segments:
+        if segment.holder or (first is not None and segment.start >= first):
+            marked.append(segment)
+            continue
+        cut = segment.end if first is None else min(segment.end, first)
+        marked.append(Segment(segment.start, cut, known=False))
+        if cut < segment.end:
+            marked.append(Segment(cut, segment.end))
+    return marked
 
 
 def longest_gap(segments: list[Segment], start: datetime, end: datetime) -> float:
     """Return the longest time in [start, end] the segments show nobody leading."""
     longest = 0.0
     for segment in segments:
-        if segment.holder:
+        if segment.holder or not segment.known:  # before the app first ran is no outage
             continue
         clipped = (min(segment.end, end) - max(segment.start, start)).total_seconds()
         longest = max(longest, clipped)
