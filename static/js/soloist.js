@@ -123,6 +123,15 @@
     carry(form, "text_version", text.elements.version ? text.elements.version.value : "");
     leaving = true;
   });
+  // A new post's button says what it will do: save a draft, or save and schedule.
+  document.addEventListener("input", function (event) {
+    var form = event.target.form, button;
+    if (!form || form.id !== "content-form" || event.target.name !== "publish_at") { return; }
+    button = form.querySelector("button[data-timed]");
+    if (button) {
+      button.textContent = button.getAttribute(event.target.value ? "data-timed" : "data-untimed");
+    }
+  });
   window.addEventListener("beforeunload", function (event) {
     if (!leaving && unsaved(document.getElementById("content-form"))) {
       event.preventDefault();
