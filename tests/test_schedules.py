@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from webapp.plugins.schedules import Schedule, check_cron, real_local
+from webapp.timefmt import human
 
 PARIS = ZoneInfo("Europe/Paris")  # 2026: spring forward 29 March, fall back 25 October
 NEW_YORK = ZoneInfo("America/New_York")  # 2026: spring forward 8 March, fall back 1 November
@@ -102,16 +103,18 @@ def test_a_once_timer_has_one_slot():
     assert once.next_after(utc(2026, 3, 29, 6)) == utc(2026, 3, 29, 7)
     assert once.next_after(utc(2026, 3, 29, 7)) is None
     assert once.latest_at_or_before(utc(2026, 3, 29, 8)) == utc(2026, 3, 29, 7)
-    assert once.describe() == "once at 2026-03-29 09:00 (Europe/Paris)"
+    assert once.describe() == "once, " + human(utc(2026, 3, 29, 7), "Europe/Paris")
+    assert once.describe().startswith("once, Sun 29 Mar") and "09:00 Paris time" in once.describe()
 
 
 def test_schedules_read_in_words():
     assert cron("0 9 * * 1-5", "Europe/Paris").describe() == (
-        "At 09:00 on Monday through Friday (Europe/Paris)")
+        "At 09:00 on Monday through Friday, Paris time")
     start = datetime(2026, 3, 1, 7, 30, tzinfo=PARIS)
-    assert days(2, start, "Europe/Paris").describe() == "every 2 days at 07:30 (Europe/Paris)"
+    assert days(2, start, "Europe/Paris").describe() == "every 2 days at 07:30 Paris time"
     every_minute = Schedule("every", "UTC", every=1, unit="minutes", start_at=utc(2026, 3, 1))
-    assert every_minute.describe() == "every minute from 2026-03-01 00:00 (UTC)"
+    assert every_minute.describe() == "every minute, from " + human(utc(2026, 3, 1), "UTC")
+    assert "00:00 UTC" in every_minute.describe()
 
 
 @pytest.mark.parametrize("expr", ["61 * * * *", "* * * *", "0 0 30 2 *", "*/0 * * * *",

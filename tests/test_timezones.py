@@ -73,3 +73,28 @@ def test_a_moment_is_shown_back_in_the_editors_zone():
 def test_relative_hints_read_naturally(delta, hint):
     now = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
     assert relative(now + delta, now) == hint
+
+
+def test_times_read_as_people_write_them_in_the_one_time_helper():
+    from datetime import UTC, datetime
+
+    from webapp.timefmt import human, zone_label
+
+    now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+    at = datetime(2026, 12, 1, 9, 13, tzinfo=UTC)
+    assert human(at, "Europe/Paris", now) == "Tue 1 Dec, 10:13 Paris time"
+    assert human(at.replace(second=30), "UTC", now) == "Tue 1 Dec, 09:13:30 UTC"
+    assert human(at.replace(year=2027), "America/Los_Angeles", now) == \
+        "Wed 1 Dec 2027, 01:13 Los Angeles time"
+    assert zone_label("Etc/UTC") == "UTC" and human(None, "UTC") == ""
+
+
+def test_readers_get_dates_in_the_sites_zone(app):
+    from datetime import UTC, datetime
+
+    from webapp.timefmt import reader_date
+
+    with app.app_context():
+        assert reader_date(datetime(2026, 12, 1, 23, 30, tzinfo=UTC)) == "1 December 2026"
+        app.config["SITE_TIMEZONE"] = "Asia/Tokyo"
+        assert reader_date(datetime(2026, 12, 1, 23, 30, tzinfo=UTC)) == "2 December 2026"

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flask import Flask, g
+from flask import Flask, current_app, g
 from flask_login import current_user
 from markupsafe import Markup
 
@@ -43,6 +43,43 @@ def format_local(moment: datetime | None, zone: str | None, *, show_zone: bool =
     precise = local.second or local.microsecond
     text = local.strftime("%Y-%m-%d %H:%M:%S" if precise else "%Y-%m-%d %H:%M")
     return f"{text} {local.tzname()}" if show_zone or not in_zone else text
+
+
+def zone_label(zone: str | None) -> str:
+    """Name a zone as people say it: "Paris time", "Los Angeles time", "UTC"."""
+    if not zone or zone in ("UTC", "Etc/UTC", "Etc/GMT", "GMT"):
+        return "UTC"
+    if not _in_zone(datetime.now(UTC), zone)[1]:
+        return f"{zone} (a zone unknown here)"
+    return zone.rsplit("/", 1)[-1].replace("_", " ") + " time"
+
+
+def human(moment: datetime | None, zone: str | None, now: datetime | None = None) -> str:
+    """Format a moment as people write it, in zone: "Tue 1 Dec, 10:13 Paris time".
+
+    The year shows when it is not this year's, seconds when the moment has them ("" for
+    None). The one way the app says a moment to a person, beside format_local's stamps.
+    """
+    if moment is None:
+        return ""
+    local_, in_zone = _in_zone(moment, zone)
+    this_year = (now or datetime.now(UTC)).astimezone(local_.tzinfo).year
+    day = f"{local_:%a} {local_.day} {local_:%b}" + (
+        f" {local_.year}" if local_.year != this_year else "")
+    clock_ = local_.strftime("%H:%M:%S" if local_.second else "%H:%M")
+    return f"{day}, {clock_} {zone_label(zone if in_zone else 'UTC')}"
+
+
+def reader_date(moment: datetime | None, zone: str | None = None) -> str:
+    """Format a date for readers of the public site: "1 December 2026" ("" for None)."""
+    if moment is None:
+        return ""
+    local_ = to_local(moment, zone or _site_zone())
+    return f"{local_.day} {local_:%B %Y}"
+
+
+def _site_zone() -> str:
+    return current_app.config.get("SITE_TIMEZONE", "UTC")
 
 
 def ago(moment: datetime | None, now: datetime) -> str:
@@ -136,3 +173,5 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(duration, "duration")
     app.add_template_filter(iso, "iso")
     app.add_template_filter(time_tag, "time_tag")
+    app.add_template_filter(human, "human")
+    app.add_template_filter(reader_date, "reader_date")

@@ -136,16 +136,19 @@ class Schedule:
     def describe(self) -> str:
         """Return the schedule in words."""
         zone = self.timezone
+        human, zone_label = timefmt.human, timefmt.zone_label
         if self.kind == "once":
-            return f"once at {format_local(self.run_at, zone)} ({zone})"
+            return f"once, {human(self.run_at, zone)}"
         if self.kind == "cron":
-            return f"{explain_cron(self.cron)} ({zone})"
+            return f"{explain_cron(self.cron)}, {zone_label(zone)}"
         unit = self.unit[:-1] if self.every == 1 else self.unit
         words = f"every {unit}" if self.every == 1 else f"every {self.every} {unit}"
         if self.unit == "days":
             at = self.start_at.astimezone(self.zone).strftime("%H:%M")
-            return f"{words} at {at} ({zone})"
-        return f"{words} from {format_local(self.start_at, zone)} ({zone})"
+            return f"{words} at {at} {zone_label(zone)}"
+        shown = human(self.start_at, zone)
+        named = zone_label(zone)
+        return f"{words}, from {shown}" + (f" ({named})" if named not in shown else "")
 
 
 def _next(it: CronSim) -> datetime | None:
@@ -163,11 +166,6 @@ def real_local(naive: datetime, zone: ZoneInfo) -> datetime:
             return aware
         naive += timedelta(minutes=1)
     raise ValueError(f"no real time near {naive} in {zone}")
-
-
-def format_local(moment: datetime | None, zone: str) -> str:
-    """Return moment in zone without its abbreviation, for describe(), which names the zone."""
-    return timefmt.format_local(moment, zone, show_zone=False)
 
 
 def explain_cron(expr: str) -> str:

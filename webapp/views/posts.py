@@ -9,7 +9,7 @@ from ..clockchanges import post_warning
 from ..models import Post
 from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
 from ..site.markdown import render
-from ..timefmt import format_local
+from ..timefmt import human, zone_label
 from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
@@ -90,7 +90,7 @@ def new():
         else:
             if post.status == "scheduled":
                 flash(f"“{post.title}” is scheduled for "
-                      f"{format_local(post.publish_at, sched['zone'])}.", "success")
+                      f"{human(post.publish_at, sched['zone'])}.", "success")
             else:
                 flash(f"Draft “{post.title}” saved.", "success")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
@@ -247,7 +247,7 @@ def schedule(post_id: int):
     except PostError as exc:
         return _edit_page(_post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
                           past=isinstance(exc, PublishTimeInPast), form=_typed_text())
-    flash(f"Scheduled for {format_local(publish_at, sched['zone'])}.", "success")
+    flash(f"Scheduled for {human(publish_at, sched['zone'])}.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
@@ -267,7 +267,7 @@ def unpublish_time(post_id: int):
         return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
     except PostError as exc:
         return _edit_page(post, 422, sched=sched, sched_errors=exc.errors)
-    flash(f"Unpublishes {format_local(unpublish_at, sched['zone'])}." if unpublish_at
+    flash(f"Unpublishes {human(unpublish_at, sched['zone'])}." if unpublish_at
           else "It stays published until you unpublish it.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -352,5 +352,5 @@ def when():
         moment = parse_local(text, zone)
     except TimeInputError as exc:
         return render_template("posts/_when.html", error=str(exc))
-    return render_template("posts/_when.html", moment=moment,
-                           clock_change=post_warning(moment, zone))
+    return render_template("posts/_when.html", moment=moment, zone=zone,
+                           zone_label=zone_label, clock_change=post_warning(moment, zone))
