@@ -211,6 +211,8 @@ CASES = [
          "webhook.disable", "webhook 1"),
     Case("webhooks.delete", "admin", lambda w: w.form(f"/admin/webhooks/{w.webhook()}/delete"),
          "webhook.delete", "webhook 1"),
+    Case("webhooks.send_test", "admin", lambda w: w.form(f"/admin/webhooks/{w.webhook()}/test"),
+         "webhook.test", "webhook 1"),
     Case("webhooks.redeliver", "admin", lambda w: w.form(
         f"/admin/webhooks/deliveries/{w.delivery()}/redeliver"), "webhook.redeliver",
          "delivery 1"),

@@ -40,7 +40,7 @@ EXPECTED = {
     "timers.next_runs": "editor",
     "plugins.index": "editor", "plugins.switch": "admin", "plugins.sitemap_xml": PUBLIC,
     "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
-    "webhooks.delete": "admin", "webhooks.redeliver": "admin",
+    "webhooks.delete": "admin", "webhooks.redeliver": "admin", "webhooks.send_test": "admin",
     "metrics.index": BEARER,
     "site_settings.edit": "admin", "site_settings.save": "admin",
 }

@@ -583,3 +583,17 @@ def test_a_new_install_shows_its_admin_first_steps_until_they_are_done(app, auth
         db.session.commit()
     # the editor signed in above is the invited someone: all done, the list goes
     assert 'id="first-steps"' not in text(admin.get("/admin/"))
+
+
+def test_the_list_poll_brings_the_tab_counts_with_the_rows(app, editor):
+    new_post(app, "Soon", status="scheduled", publish_at=datetime.now(UTC) + timedelta(hours=1))
+    assert 'Scheduled <span class="count">1</span>' in text(editor.get("/admin/posts/"))
+    with app.app_context():  # the publish leader publishes it elsewhere
+        db.session.execute(sa.update(Post).values(status="published",
+                                                  published_at=datetime.now(UTC)))
+        db.session.commit()
+    polled = text(editor.get("/admin/posts/rows"))
+    tabs = polled.split('id="status-tabs"')[1].split("</nav>")[0]
+    assert 'hx-swap-oob="true"' in tabs
+    assert 'Scheduled <span class="count">0</span>' in tabs
+    assert 'Published <span class="count">1</span>' in tabs

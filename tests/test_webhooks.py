@@ -234,3 +234,25 @@ def test_the_page_says_a_failure_in_words_keeps_the_detail_a_click_away_and_refr
     assert '>failing<' in failing and '>on<' not in failing, "an 'on' badge beside the error"
     assert "The receiver is up but failed to handle the event (HTTP 502)." in failing
     assert 'hx-trigger="every 5s"' in page.split('id="endpoints-live"')[1].split(">")[0]
+
+
+def test_send_test_event_delivers_a_signed_ping_and_a_switched_off_one_is_refused(
+        hook_app, receiver):
+    from webapp.plugins.endpoints import send_test
+
+    endpoint = create_webhook(receiver.url + HOOK_PATH, ["post.published"], SECRET)
+    delivery = send_test(endpoint, "admin@example.com")
+    plugin_tick.tick(datetime.now(UTC), "web.1")
+    wait_for(receiver.received, 10, "the test event to arrive")
+    assert workers.drain(10)
+    [request] = receiver.received()
+    assert request.headers["X-Soloist-Event"] == "ping"
+    assert request.headers["X-Soloist-Signature"] == signature(request.body)
+    assert request.headers["webhook-id"] == delivery.delivery_id
+    assert json.loads(request.body)["data"]["sent_by"] == "admin@example.com"
+    assert only_delivery().status == "delivered"
+    endpoint = db.session.get(WebhookEndpoint, endpoint.id)
+    endpoint.active = False
+    db.session.commit()
+    with pytest.raises(WebhookError, match="switched off"):
+        send_test(endpoint, "admin@example.com")

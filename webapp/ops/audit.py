@@ -40,7 +40,7 @@ ACTIONS = (
     "timer.create", "timer.edit", "timer.pause", "timer.resume", "timer.run", "timer.delete",
     "plugin.enable", "plugin.disable",
     "webhook.create", "webhook.enable", "webhook.disable", "webhook.delete",
-    "webhook.redeliver",
+    "webhook.redeliver", "webhook.test",
     "user.invite", "user.create", "user.role", "user.deactivate", "user.activate",
     "user.reset_password", "user.sign_out_everywhere", "user.settings", "user.password",
     "session.start", "session.end", "token.create", "token.revoke",

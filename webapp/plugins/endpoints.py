@@ -6,6 +6,8 @@ have the Standard Webhooks form whsec_<base64>; secrets typed without the prefix
 still accepted (see signing.py for how they key the Standard Webhooks signature).
 """
 
+import json
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -136,6 +138,38 @@ def delete_webhook(endpoint: WebhookEndpoint) -> None:
                                                         "events": endpoint.events})
     db.session.delete(endpoint)
     db.session.commit()
+
+
+PING = "ping"  # a test event from the webhooks page: signed and sent like any other
+
+
+def send_test(endpoint: WebhookEndpoint, by: str) -> WebhookDelivery:
+    """Queue a signed ping to endpoint, sent at once by the plugin leader; audited.
+
+    Its body has the shape of every event's (Slack's {"text": ...} for a Slack endpoint),
+    under a fresh id: testing twice sends twice. A switched-off endpoint is refused.
+    """
+    if not endpoint.active:
+        raise WebhookError({"form": "This webhook is switched off: switch it on to test it."})
+    now = database_now()
+    delivery_id, event_id = str(uuid.uuid4()), str(uuid.uuid4())
+    data = {"message": "A test event from Soloist's webhooks page: this endpoint receives "
+                       "Soloist's events.", "sent_by": by}
+    body = {"delivery": delivery_id, "event": PING, "event_id": event_id,
+            "created_at": now.isoformat(), "data": data}
+    if endpoint.payload_format == "slack":
+        body = {"text": f"Soloist test event: this endpoint works (sent by {by})."}
+    delivery = WebhookDelivery(delivery_id=delivery_id, endpoint_id=endpoint.id, topic=PING,
+                               body=json.dumps(body, sort_keys=True, separators=(",", ":")),
+                               status="pending", attempts=0, next_attempt_at=now,
+                               last_error="", created_at=now)
+    db.session.add(delivery)
+    db.session.flush()
+    audit.record("webhook.test", audit.target("webhook", endpoint.id, endpoint.url),
+                 {"delivery_id": delivery_id})
+    wake_scheduler(PLUGINS.name)  # at commit: the plugin leader sends it at once
+    db.session.commit()
+    return delivery
 
 
 def deliveries(limit: int = 100, endpoint_id: int | None = None) -> list[WebhookDelivery]:

@@ -65,7 +65,9 @@ def _tab_counts(counts: dict[str, int], cap: int = domain.COUNT_CAP) -> dict[str
 def rows():
     """Render the list's rows alone (polled while a post on the page is scheduled)."""
     args = _list_args()
-    return render_template("posts/_rows.html", page=domain.list_posts(**args), args=args)
+    return render_template("posts/_rows.html", page=domain.list_posts(**args), args=args,
+                           counts=_tab_counts(domain.status_counts()),
+                           statuses=Post.STATUSES, oob=True)  # the tabs' counts follow
 
 
 def _content_form() -> dict:

@@ -1,6 +1,7 @@
 """Webhooks (admins only): endpoints, the delivery log, and redelivery."""
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_login import current_user
 
 from ..accounts.security import role_required
 from ..extensions import db
@@ -64,6 +65,20 @@ def switch(endpoint_id: int, change: str):
     """Switch an endpoint on or off."""
     domain.set_active(_endpoint_or_404(endpoint_id), change == "enable")
     flash(f"Webhook switched {'on' if change == 'enable' else 'off'}.", "success")
+    return redirect(url_for("webhooks.index"), code=303)
+
+
+@bp.post("/<int:endpoint_id>/test")
+@role_required("admin")
+def send_test(endpoint_id: int):
+    """Send the endpoint a signed ping now."""
+    try:
+        delivery = domain.send_test(_endpoint_or_404(endpoint_id), current_user.email)
+    except domain.WebhookError as exc:
+        flash(exc.errors["form"], "error")
+    else:
+        flash(f"Test event sent (delivery {delivery.delivery_id}): its result shows under "
+              "Recent deliveries in a moment.", "success")
     return redirect(url_for("webhooks.index"), code=303)
 
 
