@@ -321,6 +321,27 @@ def test_dragging_a_post_onto_another_day_submits_the_same_move(app, browser):
     assert state(app, post_id)[1:] == (utc(YEAR, 1, 20, 8, 0), 2)
 
 
+def test_a_day_that_has_passed_is_no_drop_target_and_the_day_under_a_drag_is_outlined(
+        app, browser):
+    from playwright.sync_api import expect
+
+    post_id = scheduled(app, "Dragged", utc(YEAR, 1, 13, 8, 0))
+    with january_in_chromium(app, browser, "mouse@example.com") as page:
+        target = page.locator(f'td[data-date="{YEAR}-01-20"]')
+        dragged = page.evaluate_handle("() => new DataTransfer()")
+        target.dispatch_event("dragover", {"dataTransfer": dragged})
+        expect(target).to_have_class(re.compile(r"\bdrop-target\b"))
+        page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{YEAR}-01-20"]')
+        expect(target.locator(f"#post-{post_id}")).to_contain_text("Dragged", timeout=15_000)
+        expect(page.locator("#calendar td.drop-target")).to_have_count(0)
+        # mark every day as past, as yesterday is: a drop there does nothing at all
+        page.evaluate("document.querySelectorAll('#calendar td').forEach("
+                      "(td) => td.classList.add('past'))")
+        page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{YEAR}-01-27"]')
+        expect(page.locator(f'td[data-date="{YEAR}-01-27"] #post-{post_id}')).to_have_count(0)
+    assert state(app, post_id)[1] == utc(YEAR, 1, 20, 8, 0)
+
+
 def test_the_night_the_clocks_go_back_both_0230s_are_on_sunday_and_told_apart(app, paris):
     last = date(YEAR, 10, 31)
     sunday = last - timedelta(days=(last.weekday() + 1) % 7)

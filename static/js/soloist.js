@@ -147,14 +147,26 @@
     event.dataTransfer.setData("text/plain", chip.getAttribute("data-move-form"));
     event.dataTransfer.effectAllowed = "move";
   });
+  // A day that has passed is no drop target (the move would be refused); the day under
+  // the dragged post is outlined.
   function dropDay(event) {
-    return event.target.closest && event.target.closest("#calendar td[data-date]");
+    return event.target.closest && event.target.closest("#calendar td[data-date]:not(.past)");
+  }
+  function unmark() {
+    document.querySelectorAll("#calendar td.drop-target").forEach(function (td) {
+      td.classList.remove("drop-target");
+    });
   }
   document.addEventListener("dragover", function (event) {
-    if (dropDay(event)) { event.preventDefault(); event.dataTransfer.dropEffect = "move"; }
+    var day = dropDay(event);
+    if (!day) { return; }
+    event.preventDefault(); event.dataTransfer.dropEffect = "move";
+    if (!day.classList.contains("drop-target")) { unmark(); day.classList.add("drop-target"); }
   });
+  document.addEventListener("dragend", unmark);
   document.addEventListener("drop", function (event) {
     var day = dropDay(event), form, input;
+    unmark();
     if (!day) { return; }
     event.preventDefault();
     form = document.getElementById(event.dataTransfer.getData("text/plain"));
