@@ -377,3 +377,12 @@ def test_a_lock_session_named_with_unicode_digits_is_not_taken_for_ours():
 
     assert parse_identity("soloist:web:²") == ("", None)
     assert parse_identity("soloist:web:42") == ("web", 42)
+
+
+def test_a_session_name_breaks_only_at_its_colons_and_copies_whole(app):
+    from webapp.views.status import session_name
+
+    shown = str(session_name("soloist:ux-a:18342:abcdefgh"))
+    assert shown.startswith('<span title="soloist:ux-a:18342:abcdefgh">')
+    assert '<span class="nb">ux-a</span>:<wbr><span class="nb">18342</span>' in shown
+    assert "&lt;" in str(session_name("soloist:<b>:1"))  # escaped, never markup

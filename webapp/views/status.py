@@ -13,6 +13,7 @@ from flask import (
     url_for,
 )
 from flask_login import current_user
+from markupsafe import Markup
 
 from ..accounts.security import role_required
 from ..leadership.status import find_key, shared_snapshot, snapshot
@@ -20,6 +21,15 @@ from ..ops.deploys import WINDOW, build_timeline, report
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
 
 bp = Blueprint("status", __name__, url_prefix="/status")
+
+
+@bp.app_template_filter("session_name")
+def session_name(name: str | None) -> Markup:
+    """Show a lock session's name so a narrow cell breaks it only after a colon, never
+    inside "web-2" or the pid (the text copies as it is)."""
+    parts = (name or "").split(":")
+    inner = Markup(":<wbr>").join(Markup('<span class="nb">{}</span>').format(p) for p in parts)
+    return Markup('<span title="{}">{}</span>').format(name or "", inner)
 
 POLL_SECONDS = 2
 HIDDEN_POLL_SECONDS = 15
