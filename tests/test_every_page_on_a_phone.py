@@ -59,3 +59,15 @@ def test_the_admin_navigation_keeps_to_one_row_on_a_wide_screen(browser, site):
         assert nav["height"] <= links["height"] * 1.8, f"the navigation wraps: {nav}"
     finally:
         context.close()
+
+
+def test_the_admin_navigation_takes_at_most_two_rows_on_a_phone(browser, site):
+    context = browser.new_context(base_url=site["url"], viewport=PHONE, is_mobile=True)
+    page = context.new_page()
+    try:
+        sign_in_page(page, "admin@example.com")
+        nav = page.locator("header nav.nav").bounding_box()
+        link = page.locator("header nav.nav a").first.bounding_box()
+        assert nav["height"] <= link["height"] * 2.3, f"the navigation takes {nav['height']} px"
+    finally:
+        context.close()
