@@ -352,6 +352,9 @@ def test_the_night_the_clocks_go_back_both_0230s_are_on_sunday_and_told_apart(ap
     days = cells(text(paris.get(f"/admin/calendar/?view=week&date={sunday}")))
     cell = days[sunday.isoformat()]
     assert cell.count(">02:30</time>") == 2 and "23:59" in cell
+    # the day is marked, and only that day
+    assert "Clocks go back 1 h at 03:00" in cell
+    assert not any("Clocks go" in other for day, other in days.items() if day != str(sunday))
     assert f'title="{sunday} 02:30 CEST">02:30' in cell
     assert f'title="{sunday} 02:30 CET">02:30' in cell
     assert cell.index("First half past two") < cell.index("Second half past two")

@@ -6,6 +6,7 @@ from flask import Blueprint, abort, flash, g, redirect, render_template, request
 from flask_login import current_user
 
 from ..accounts.security import role_required
+from ..clockchanges import changes_between, clock, span
 from ..db import database_now
 from ..posts import PostError, PostNotFound, StalePost, get_post
 from ..posts import calendar as domain
@@ -53,9 +54,20 @@ def _context(args: dict, **extra) -> dict:
     move["shown"] = any(p.id == move.get("post_id") for day in posts.values()
                         for p in day.posts)
     return {"days": days, "args": args, "posts": posts, "runs": runs, "move": move,
+            "clock_changes": _clock_changes(days),
             "today": to_local(g.db_now, zone.key).date(), "zone": zone.key,
             "new_at": _new_post_times(days, g.db_now), "link": _link,
             "input_value": input_value, **extra}
+
+
+def _clock_changes(days: domain.Span) -> dict[date, str]:
+    """Return the days the clocks change in the editor's zone, each with what happens."""
+    found = {}
+    for day, start, end in days.bounds():
+        for change in changes_between(days.zone, start, end):
+            way = "forward" if change.forward else "back"
+            found[day] = f"Clocks go {way} {span(abs(change.shift))} at {clock(change.wall_before)}"
+    return found
 
 
 def _new_post_times(days: domain.Span, now: datetime) -> dict[date, str]:
