@@ -209,3 +209,21 @@ def test_a_plugins_own_timer_keeps_its_action(app, client, auth):
     with app.app_context():
         timer = db.session.get(Timer, timer_id)
         assert (timer.plugin, timer.action) == ("webhooks", "deliver")
+
+
+def test_an_actions_parameters_are_fields_and_a_bad_one_is_named_and_kept(app, auth):
+    client = auth.client("editor")
+    page = text(client.get("/admin/timers/new"))
+    assert 'name="param:sitemap.rebuild:limit"' in page and "Advanced: parameters as JSON" in page
+    bad = post_form(client, "/admin/timers/new", {**FORM, "action": "sitemap.rebuild",
+                                                  "param:sitemap.rebuild:limit": "lots"})
+    assert bad.status_code == 422 and "Limit must be a whole number" in text(bad)
+    assert 'name="param:sitemap.rebuild:limit" value="lots"' in text(bad)  # kept
+    assert timer_count(app) == 0
+    made = post_form(client, "/admin/timers/new", {**FORM, "action": "sitemap.rebuild",
+                                                   "param:sitemap.rebuild:limit": "250"})
+    assert made.status_code == 303
+    with app.app_context():
+        assert db.session.scalar(sa.select(Timer)).params == {"limit": 250}
+    edit = text(client.get(made.headers["Location"] + "/edit"))
+    assert 'name="param:sitemap.rebuild:limit" value="250"' in edit

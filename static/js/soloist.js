@@ -18,6 +18,19 @@
     });
   }
   document.addEventListener("DOMContentLoaded", showScheduleKind);
+  // Timer form: the parameter fields of the action picked (every action's without JS: the
+  // server reads the picked one's only).
+  function showActionParams() {
+    var picked = document.getElementById("f-action");
+    if (!picked) { return; }
+    document.querySelectorAll("fieldset[data-action]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-action") !== picked.value;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", showActionParams);
+  document.addEventListener("change", function (event) {
+    if (event.target.id === "f-action") { showActionParams(); }
+  });
   document.addEventListener("change", function (event) {
     if (event.target.name === "kind") { showScheduleKind(); }
   });

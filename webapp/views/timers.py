@@ -41,6 +41,16 @@ def timer_schedule(timer: Timer) -> str:
         return "invalid schedule"
 
 
+@bp.app_template_filter("from_json")
+def from_json(text: str) -> dict:
+    """Read a parameters box's JSON object for the fields ({} when it is not one)."""
+    try:
+        found = json.loads(text or "{}")
+    except (ValueError, RecursionError):  # hostile nesting is refused by the form, not here
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 @bp.app_template_filter("weekday")
 def weekday(moment: datetime, zone: str) -> str:
     """Return the day of the week of a moment in zone (Sun)."""
@@ -120,6 +130,21 @@ def _coming(timer: Timer, now: datetime, count: int) -> list[preview.Run]:
         return []
 
 
+PARAM_FIELD = "param:"  # param:<action>:<name>, one field per parameter of each action
+
+
+def _posted_form() -> dict:
+    """Return the timer form as posted; the chosen action's parameter fields, when the page
+    sent them, make its parameters (the JSON box under "Advanced" is for anything else)."""
+    form = {name: request.form.get(name, "") for name in FIELDS}
+    prefix = f"{PARAM_FIELD}{form['action']}:"
+    fields = {key[len(prefix):]: value for key, value in request.form.items()
+              if key.startswith(prefix) and value.strip() != ""}
+    if any(key.startswith(prefix) for key in request.form):
+        form["params"] = json.dumps(fields)
+    return form
+
+
 def _form_of(timer: Timer) -> dict:
     def local(moment: datetime | None) -> str:
         return moment.astimezone(ZoneInfo(timer.timezone)).strftime("%Y-%m-%dT%H:%M") if (
@@ -151,7 +176,7 @@ def create():
                 "misfire": "run_once", "grace_seconds": 60, "max_runtime_seconds": 300,
                 "max_failures": 5, "params": "{}"}
         return _render_form(form, {})
-    form = {name: request.form.get(name, "") for name in FIELDS}
+    form = _posted_form()
     _check_may_change(access.plugin_of(form["action"]))
     try:
         timer = domain.create_timer(form)
@@ -184,7 +209,7 @@ def edit(timer_id: int):
     timer = _changeable(timer_id)
     if request.method != "POST":  # GET or HEAD: never a write
         return _render_form(_form_of(timer), {}, timer)
-    form = {name: request.form.get(name, "") for name in FIELDS}
+    form = _posted_form()
     _check_may_change(access.plugin_of(form["action"]))
     try:
         domain.update_timer(timer, form)
