@@ -9,30 +9,22 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { defaultZones(document); });
-  // Timer form: show only the fields of the schedule kind picked (all show without JS).
-  function showScheduleKind() {
-    var picked = document.querySelector("input[name=kind]:checked");
+  // Timer form: show only the fields of the schedule kind picked ([data-kind]) and the
+  // parameter fields of the action picked ([data-action]); all show without JS (the server
+  // reads the picked action's only).
+  function showPicked(attribute, picked) {
     if (!picked) { return; }
-    document.querySelectorAll("[data-kind]").forEach(function (el) {
-      el.hidden = el.getAttribute("data-kind") !== picked.value;
+    document.querySelectorAll("[" + attribute + "]").forEach(function (el) {
+      el.hidden = el.getAttribute(attribute) !== picked.value;
     });
   }
-  document.addEventListener("DOMContentLoaded", showScheduleKind);
-  // Timer form: the parameter fields of the action picked (every action's without JS: the
-  // server reads the picked one's only).
-  function showActionParams() {
-    var picked = document.getElementById("f-action");
-    if (!picked) { return; }
-    document.querySelectorAll("fieldset[data-action]").forEach(function (el) {
-      el.hidden = el.getAttribute("data-action") !== picked.value;
-    });
+  function showTimerFields() {
+    showPicked("data-kind", document.querySelector("input[name=kind]:checked"));
+    showPicked("data-action", document.getElementById("f-action"));
   }
-  document.addEventListener("DOMContentLoaded", showActionParams);
+  document.addEventListener("DOMContentLoaded", showTimerFields);
   document.addEventListener("change", function (event) {
-    if (event.target.id === "f-action") { showActionParams(); }
-  });
-  document.addEventListener("change", function (event) {
-    if (event.target.name === "kind") { showScheduleKind(); }
+    if (event.target.name === "kind" || event.target.id === "f-action") { showTimerFields(); }
   });
   document.addEventListener("htmx:load", function (event) { defaultZones(event.detail.elt); });
   // A [data-copy="#id"] button copies that element's text (a one-time password, a link).
