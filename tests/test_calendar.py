@@ -342,6 +342,33 @@ def test_a_day_that_has_passed_is_no_drop_target_and_the_day_under_a_drag_is_out
     assert state(app, post_id)[1] == utc(YEAR, 1, 20, 8, 0)
 
 
+def test_the_calendar_refreshes_itself_but_not_under_a_move_being_typed(app, browser):
+    from playwright.sync_api import expect
+
+    first = scheduled(app, "Already there", utc(YEAR, 1, 13, 8, 0))
+    add_user(app, "watcher@example.com", "editor", timezone=PARIS)
+    with serve(app) as url:
+        context = browser.new_context(base_url=url)
+        try:
+            page = context.new_page()
+            page.clock.install()  # the page's timers run when the test says so
+            sign_in_page(page, "watcher@example.com")
+            page.goto(f"/admin/calendar/?date={YEAR}-01-01")
+            expect(page.locator(f"#post-{first}")).to_be_visible()
+            # a move is being typed: the calendar stays as it is under the editor
+            page.locator(f"#post-{first} summary").click()
+            later = scheduled(app, "Scheduled elsewhere", utc(YEAR, 1, 14, 8, 0))
+            page.clock.run_for(25_000)
+            page.wait_for_timeout(300)  # a refresh would have been asked for by now
+            expect(page.locator(f"#post-{later}")).to_have_count(0)
+            page.locator(f"#post-{first} summary").click()  # closed: refreshes again
+            page.locator("h1").click()
+            page.clock.run_for(25_000)
+            expect(page.locator(f"#post-{later}")).to_be_visible(timeout=10_000)
+        finally:
+            context.close()
+
+
 def test_the_night_the_clocks_go_back_both_0230s_are_on_sunday_and_told_apart(app, paris):
     last = date(YEAR, 10, 31)
     sunday = last - timedelta(days=(last.weekday() + 1) % 7)

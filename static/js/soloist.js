@@ -69,6 +69,13 @@
   var lastPoll = {}, loadedAt = Date.now();  // the page's own content is as fresh as a poll
   document.addEventListener("htmx:confirm", function (event) {
     var el = event.detail.elt, every = Number(el.getAttribute("data-hidden-poll"));
+    // a refresh never takes a move being typed or a post being dragged from under the editor
+    if (el.hasAttribute("data-keep-while-editing") && event.detail.verb === "get" &&
+        (el.querySelector("details[open]") || el.contains(document.activeElement) &&
+         document.activeElement.matches("input, select, textarea") || dragging)) {
+      event.preventDefault();
+      return;
+    }
     var now = Date.now(), last = lastPoll[el.id] || loadedAt;
     if (!every) { return; }
     if (document.visibilityState === "hidden" && now - last < every * 1000) {
@@ -146,9 +153,12 @@
   });
   // Calendar: drag a scheduled post (li[data-move-form]) onto another day (td[data-date]) to
   // fill its move form's day and submit it, the same form the keyboard uses.
+  var dragging = false;
+  document.addEventListener("dragend", function () { dragging = false; });
   document.addEventListener("dragstart", function (event) {
     var chip = event.target.closest && event.target.closest("[data-move-form]");
     if (!chip) { return; }
+    dragging = true;
     event.dataTransfer.setData("text/plain", chip.getAttribute("data-move-form"));
     event.dataTransfer.effectAllowed = "move";
   });
