@@ -597,3 +597,19 @@ def test_the_list_poll_brings_the_tab_counts_with_the_rows(app, editor):
     assert 'hx-swap-oob="true"' in tabs
     assert 'Scheduled <span class="count">0</span>' in tabs
     assert 'Published <span class="count">1</span>' in tabs
+
+
+def test_a_time_the_clocks_skip_is_refused_once_with_a_button_for_one_that_works(app, editor):
+    set_zone(app, "editor@example.com", "Europe/Paris")
+    post_id = new_post(app, "Spring")
+    year = datetime.now(UTC).year + 1
+    last = datetime(year, 3, 31)
+    sunday = last - timedelta(days=(last.weekday() + 1) % 7)  # the last Sunday of March
+    refused = schedule(editor, post_id, f"{sunday:%Y-%m-%d}T02:30", "Europe/Paris")
+    assert refused.status_code == 422
+    panel = text(refused).split('id="panel"')[1]
+    assert panel.count("does not exist in Europe/Paris") == 1
+    assert f'data-value="{sunday:%Y-%m-%d}T03:30">Use 03:30 instead</button>' in panel
+    # the hint is not loaded over the refusal (it said the same again)
+    form = panel.split('id="schedule-form"')[1].split(">")[0]
+    assert 'hx-trigger="input delay:400ms"' in form

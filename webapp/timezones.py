@@ -23,7 +23,14 @@ _LOCAL = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$")
 
 
 class TimeInputError(ValueError):
-    """A zone or date-time an editor typed cannot be used; the message says why."""
+    """A zone or date-time an editor typed cannot be used; the message says why.
+
+    suggestion, when there is one, is a time that works, as a datetime-local value.
+    """
+
+    def __init__(self, message: str, suggestion: str | None = None) -> None:
+        super().__init__(message)
+        self.suggestion = suggestion
 
 
 @lru_cache(maxsize=1)
@@ -65,8 +72,9 @@ def parse_local(text: str | None, zone_name: str | None) -> datetime:
     if round_trip != naive:
         raise TimeInputError(
             f"{_show(naive)} does not exist in {zone.key}: the clocks skip it when daylight "
-            f"saving time starts. Pick a time outside the gap, e.g. {_show(round_trip)}."
-        )
+            f"saving time starts. Pick a time outside the gap, e.g. {_show(round_trip)}.",
+            suggestion=round_trip.strftime("%Y-%m-%dT%H:%M:%S" if round_trip.second
+                                           else "%Y-%m-%dT%H:%M"))
     return as_utc
 
 

@@ -27,6 +27,16 @@
     if (event.target.name === "kind" || event.target.id === "f-action") { showTimerFields(); }
   });
   document.addEventListener("htmx:load", function (event) { defaultZones(event.detail.elt); });
+  // A [data-fill="#id"] button puts its data-value into that field (a time that works).
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-fill]"), field;
+    if (!button) { return; }
+    field = document.querySelector(button.getAttribute("data-fill"));
+    if (!field) { return; }
+    field.value = button.getAttribute("data-value");
+    field.dispatchEvent(new Event("input", {bubbles: true}));
+    field.focus();
+  });
   // A [data-copy="#id"] button copies that element's text (a one-time password, a link).
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-copy]"), source;

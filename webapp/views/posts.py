@@ -182,6 +182,8 @@ def _read_times(sched: dict, need_publish: bool = True) -> tuple:
             times[name] = parse_local(sched.get(name), sched["zone"])
         except TimeInputError as exc:
             errors[name] = str(exc)
+            if exc.suggestion:  # offered as a button that fills the field
+                errors[f"{name}_suggestion"] = exc.suggestion
     if errors:
         raise PostError(errors)
     return times.get("publish_at"), times.get("unpublish_at")
