@@ -237,6 +237,14 @@ def test_timers_next_runs_show_when_asked(app, paris):
     shown = cells(text(paris.get(f"/admin/calendar/?view=week&date={today}&timers=1")))
     cell = shown[today.isoformat()]
     assert "Every five" in cell and cell.count("<time") == 3 and "…" in cell
+    assert "timers run</summary>" not in cell  # one timer: its chip
+    with app.app_context():  # the built-in timers too: grouped under one chip a day
+        from webapp.timers import ensure_default_timers
+
+        ensure_default_timers(datetime.now(UTC))
+    cell = cells(text(paris.get(f"/admin/calendar/?view=week&date={today}&timers=1")))[
+        today.isoformat()]
+    assert cell.count("timers run</summary>") == 1 and "Every five" in cell
 
 
 # Chromium: the keyboard alone moves a post, and a refused move is told in place --------
