@@ -30,7 +30,6 @@ from tests.cluster import (
     LockView,
     base_env,
     drop_database,
-    flask_cmd,
     holding,
     migrated_database,
     wait_for,
@@ -81,6 +80,25 @@ def make_app(database_url: str, **config):
                 "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "pytest"}
     settings.update(config)
     return create_app(settings)
+
+
+def cli_user(database_url: str, email: str, role: str = "admin", password: str = PASSWORD,
+             token: bool = True) -> str | None:
+    """Create a user (and an API token) with the real `create-user` and `create-token`
+    commands, run in this process (a `flask` subprocess costs a second of CPU each);
+    return the token."""
+    app = make_app(database_url)
+    runner = app.test_cli_runner()
+    with app.app_context():
+        for args in (["create-user", email, "--role", role, "--password", password],
+                     ["create-token", email])[:2 if token else 1]:
+            result = runner.invoke(args=args)
+            if result.exit_code != 0:
+                raise RuntimeError(f"flask {' '.join(args[:2])} failed: {result.output}"
+                                   ) from result.exception
+        db.session.remove()
+        db.engine.dispose()
+    return result.output.split()[-1] if token else None
 
 
 def migrate(app) -> None:
@@ -265,8 +283,7 @@ class Fleet:
     def __init__(self, tmp: Path, **env: str) -> None:
         self.url = migrated_database("soloist_leaderview")
         self.env = base_env(self.url)
-        flask_cmd(self.env, "create-user", self.ADMIN, "--role", "admin", "--password", PASSWORD)
-        self.token = flask_cmd(self.env, "create-token", self.ADMIN).stdout.split()[-1]
+        self.token = cli_user(self.url, self.ADMIN)
         self.view = LockView(self.url)
         self.instances = [Instance(name, self.url, workers=1, log_dir=tmp, **env).start()
                           for name in ("a", "b")]

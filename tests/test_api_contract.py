@@ -13,13 +13,11 @@ from hypothesis.errors import Flaky
 
 from tests.cluster import (
     Instance,
-    base_env,
     drop_database,
-    flask_cmd,
     migrated_database,
     wait_for,
 )
-from tests.support import PASSWORD, postgres_or_skip
+from tests.support import cli_user, postgres_or_skip
 from webapp.views.api.contract import DOCUMENT
 
 METHODS = {"get", "post", "put", "patch", "delete"}
@@ -152,11 +150,9 @@ def live(tmp_path_factory):
     """Start one gunicorn instance (2 workers) on a throwaway database; return it and a token."""
     postgres_or_skip()
     url = migrated_database("soloist_contract")
-    env = base_env(url)
     instance = None
     try:
-        flask_cmd(env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
-        token = flask_cmd(env, "create-token", ADMIN).stdout.split()[-1]
+        token = cli_user(url, ADMIN)
         # webhooks may name 127.0.0.1 (port 9, discard: nothing is delivered anywhere else)
         instance = Instance("contract", url, workers=2, log_dir=tmp_path_factory.mktemp("live"),
                             WEBHOOK_ALLOW_PRIVATE="1").start()

@@ -10,8 +10,8 @@ import urllib.request
 
 import pytest
 
-from tests.cluster import Instance, drop_database, flask_cmd, migrated_database, wait_for
-from tests.support import PASSWORD, postgres_or_skip
+from tests.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.support import cli_user, postgres_or_skip
 from webapp.accounts.security import UPLOAD_LIMIT
 
 ADMIN = "admin@example.com"
@@ -26,8 +26,7 @@ def server(tmp_path_factory):
     try:
         env = {"SCHEDULER_ENABLED": "false"}
         probe = Instance("chunked", url, workers=1, log_dir=tmp_path_factory.mktemp("c"), **env)
-        flask_cmd(probe.env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
-        token = flask_cmd(probe.env, "create-token", ADMIN).stdout.split()[-1]
+        token = cli_user(url, ADMIN)
         instance = probe.start()
         wait_for(lambda: _up(instance), 30, "gunicorn answering /healthz")
         yield instance, token, url

@@ -27,6 +27,7 @@ from tests.cluster import (
     pid_of,
     wait_for,
 )
+from tests.support import cli_user
 from webapp.leadership.files import FileLockSession, read_holder
 
 pytestmark = pytest.mark.slow
@@ -242,9 +243,7 @@ def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(flee
     url, view = fleet_db
     editor, reader = fleet("a", workers=1), fleet("b", workers=2)
     wait_for(lambda: fleet_ready(view, 3), 60, "three workers and both keys held")
-    env = base_env(url)
-    flask_cmd(env, "create-user", "ed@example.com", "--role", "editor", "--password", "x" * 12)
-    token = flask_cmd(env, "create-token", "ed@example.com").stdout.split()[-1]
+    token = cli_user(url, "ed@example.com", "editor", "x" * 12)
     post = _api(editor, token, "POST", "/api/posts", {"title": "Kept", "body": "First."})
     _api(editor, token, "POST", f"/api/posts/{post['id']}/publish", {})
     status, etag, _ = _get(reader, "/posts/kept")

@@ -19,7 +19,7 @@ from tests.cluster import (
     flask_cmd,
     wait_for,
 )
-from tests.support import PASSWORD, WebSession, text
+from tests.support import PASSWORD, WebSession, cli_user, text
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
 from webapp.models import Deploy, LeaderEvent, Post
@@ -171,7 +171,7 @@ def test_a_rolling_restart_during_due_posts_shows_in_the_report_with_none_missed
     url, view = fleet_db
     env = {k: v for k, v in base_env(url).items() if k not in RELEASE_VARIABLES}
     flask_cmd({**env, "SOURCE_VERSION": "v1"}, "release")
-    flask_cmd(env, "create-user", "ops@example.com", "--role", "viewer", "--password", PASSWORD)
+    cli_user(url, "ops@example.com", "viewer", PASSWORD, token=False)
     started = [Instance(n, url, workers=1, log_dir=tmp_path).start() for n in ("a", "b")]
     try:
         wait_for(lambda: set(view.holders()) == {PUBLISH_KEY, PLUGINS_KEY}, 60, "leaders")

@@ -14,7 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cluster import Instance, base_env, drop_database, flask_cmd, migrated_database, wait_for
+from tests.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.support import cli_user
 
 pytestmark = pytest.mark.slow
 
@@ -38,8 +39,7 @@ def status_of(url: str) -> int:
 def server():
     """A real gunicorn instance (2 workers, each with its scheduler) on a fresh database."""
     url = migrated_database()
-    env = base_env(url)
-    flask_cmd(env, "create-user", "ed@example.com", "--role", "editor", "--password", PASSWORD)
+    cli_user(url, "ed@example.com", "editor", PASSWORD, token=False)
     instance = Instance("e2e", url, workers=2).start()
     try:
         wait_for(lambda: status_of(f"{instance.url}/readyz") == 200, 60, "gunicorn to be ready",
