@@ -106,21 +106,29 @@ def build_timeline(now: datetime, span: timedelta = SPAN) -> Timeline:
     """Return the last span of leadership and deploys, up to now."""
     since = now - span
     first = first_event_at()
-    lanes = {key.name: lane(key.value, since, now, first) for key in KEYS.values()}
-    failovers = {key.name: takeovers(key.value, since, now) for key in KEYS.values()}
+    lanes, failovers = {}, {}
+    for key in KEYS.values():  # each key's events read once, for its lane and its failovers
+        found = events_between(key.value, since, now)
+        lanes[key.name] = lane(key.value, since, now, first, found)
+        failovers[key.name] = takeovers(found)
     return Timeline(since, now, lanes, recent_deploys(since, now), failovers)
 
 
 UNGRACEFUL = ("lost", "evicted", "ended")
 
 
-def takeovers(key: int, since: datetime, until: datetime) -> list[tuple[datetime, str, float]]:
-    """Return each acquire of key that followed an ungraceful end: when, how, how long."""
-    events = db.session.scalars(
+def events_between(key: int, since: datetime, until: datetime) -> list[LeaderEvent]:
+    """Return key's acquires and ends of terms between since and until, oldest first."""
+    return list(db.session.scalars(
         sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at >= since,
                                      LeaderEvent.at <= until,
                                      LeaderEvent.kind.in_(("acquired", *ENDS)))
-        .order_by(LeaderEvent.at, LeaderEvent.id)).all()
+        .order_by(LeaderEvent.at, LeaderEvent.id)))
+
+
+def takeovers(events: list[LeaderEvent]) -> list[tuple[datetime, str, float]]:
+    """Return each acquire (of events_between's) that followed an ungraceful end: when, how,
+    how long the key was leaderless."""
     found, ended = [], None
     for event in events:
         if event.kind in ENDS and ended is None:
@@ -133,18 +141,15 @@ def takeovers(key: int, since: datetime, until: datetime) -> list[tuple[datetime
     return found
 
 
-def lane(key: int, since: datetime, until: datetime, first_seen=UNSET) -> list[Segment]:
+def lane(key: int, since: datetime, until: datetime, first_seen=UNSET,
+         events: list[LeaderEvent] | None = None) -> list[Segment]:
     """Return key's segments between since and until (held, leaderless, and no data before
-    first_seen, the fleet's first event: read when not given)."""
+    first_seen, the fleet's first event); first_seen and events are read when not given."""
     before = db.session.scalar(
         sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at < since,
                                      LeaderEvent.kind.in_(("acquired", *ENDS)))
         .order_by(LeaderEvent.at.desc(), LeaderEvent.id.desc()).limit(1))
-    events = db.session.scalars(
-        sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at >= since,
-                                     LeaderEvent.at <= until,
-                                     LeaderEvent.kind.in_(("acquired", *ENDS)))
-        .order_by(LeaderEvent.at, LeaderEvent.id)).all()
+    events = events_between(key, since, until) if events is None else events
     active: dict[int, tuple[str, datetime]] = {}
     if before is not None and before.kind == "acquired":
         active[before.term] = (before.holder, since)
