@@ -34,15 +34,19 @@ WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str,
-              interval: float = 0.02) -> object:
-    """Return condition()'s first truthy value; fail with what if the deadline passes."""
+              interval: float = 0.02, state: Callable[[], object] | None = None) -> object:
+    """Return condition()'s first truthy value; fail with what if the deadline passes.
+
+    state, when given, is called at the deadline and its value shown in the failure.
+    """
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            seen = f"; saw {state()!r}" if state else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{seen}")
         time.sleep(interval)
 
 

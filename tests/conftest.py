@@ -25,6 +25,18 @@ from webapp.extensions import db
 from webapp.leadership import close_all_sessions
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach the tail of every gunicorn log a failed test left in its tmp_path."""
+    report = yield
+    tmp = item.funcargs.get("tmp_path") if hasattr(item, "funcargs") else None
+    if report.failed and tmp is not None:
+        for log in sorted(Path(tmp).rglob("soloist-*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-60:]
+            report.sections.append((f"gunicorn log {log.name}", "\n".join(tail)))
+    return report
+
+
 @pytest.fixture(autouse=True)
 def _close_lock_sessions():
     """Close the per-process lock sessions a test opened through the seed API."""

@@ -148,7 +148,8 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_d
                          (holder,))[0][0]
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     wait_for(lambda: term(view, PUBLISH_KEY) == 2 and view.holder(PUBLISH_KEY), 10,
-             "the process to reconnect and lead again")
+             "the process to reconnect and lead again",
+             state=lambda: (term(view, PUBLISH_KEY), view.holders(), events(view, PUBLISH_KEY)))
     assert ("lost", holder) in events(view, PUBLISH_KEY)
 
 
