@@ -18,7 +18,7 @@ from webapp.models import AuditEvent, Post
 
 YEAR = datetime.now(UTC).year + 1
 PARIS = "Europe/Paris"
-CELL = re.compile(r'<td class="day[^"]*" data-date="([\d-]+)">(.*?)</td>', re.S)
+CELL = re.compile(r'<td class="(?:day|slot)[^"]*" data-date="([\d-]+)"[^>]*>(.*?)</td>', re.S)
 
 
 def spring_forward(year: int) -> date:
@@ -28,8 +28,11 @@ def spring_forward(year: int) -> date:
 
 
 def cells(page: str) -> dict[str, str]:
-    """Return each day's cell of a calendar page, by date."""
-    return dict(CELL.findall(page))
+    """Return each day's cells of a calendar page, by date (a week's hours joined in order)."""
+    found: dict[str, str] = {}
+    for day, cell in CELL.findall(page):
+        found[day] = found.get(day, "") + cell
+    return found
 
 
 def utc(*args: int) -> datetime:
@@ -175,9 +178,14 @@ def test_a_crowded_day_shows_its_first_posts_and_counts_the_rest(app, paris):
     assert "Out on the 25th" in twenty_fifth  # the earliest first, whatever its status
     assert twenty_fifth.count('class="chip scheduled"') == 7 and "+43 more" in twenty_fifth
     assert "more" not in month[f"{YEAR}-01-06"]
-    week = cells(text(paris.get(f"/admin/calendar/?view=week&date={YEAR}-01-05")))
-    assert week[f"{YEAR}-01-05"].count('class="chip scheduled"') == 60
-    assert "+990 more" in week[f"{YEAR}-01-05"]
+    week = hours(text(paris.get(f"/admin/calendar/?view=week&date={YEAR}-01-05")))
+    nine = week[(f"{YEAR}-01-05", 9)]  # 08:00 UTC on: 09:00 to 09:17 in Paris
+    assert nine.count('class="chip scheduled"') == 4 and "+1,046 more" in nine
+    assert "Crowd 5-0" in nine and "Crowd 5-4" not in nine
+    week = hours(text(paris.get(f"/admin/calendar/?view=week&date={YEAR}-01-25")))
+    assert week[(f"{YEAR}-01-25", 9)].count('class="chip scheduled"') == 4
+    assert "+46 more" in week[(f"{YEAR}-01-25", 9)]
+    assert "Out on the 25th" in week[(f"{YEAR}-01-25", 8)]
 
 
 def test_a_published_post_is_shown_but_cannot_be_moved(app, paris):
@@ -393,3 +401,62 @@ def test_the_night_the_clocks_go_back_both_0230s_are_on_sunday_and_told_apart(ap
     assert f'title="{sunday} 02:30 CEST">02:30' in cell
     assert f'title="{sunday} 02:30 CET">02:30' in cell
     assert cell.index("First half past two") < cell.index("Second half past two")
+
+
+HOUR = re.compile(r'<td class="slot[^"]*" data-date="([\d-]+)" data-hour="(\d+)"[^>]*>(.*?)</td>',
+                  re.S)
+
+
+def hours(page: str) -> dict[tuple[str, int], str]:
+    """Return each hour's cell of a week page, by (date, hour)."""
+    return {(day, int(hour)): cell for day, hour, cell in HOUR.findall(page)}
+
+
+def test_the_week_has_a_row_per_hour_and_marks_the_hours_the_clocks_skip(app, paris):
+    sunday = spring_forward(YEAR)
+    midnight = datetime.combine(sunday, datetime.min.time(), UTC)
+    scheduled(app, "Coffee", midnight + timedelta(hours=7, minutes=45))  # 09:45 CEST
+    scheduled(app, "Night owl", midnight + timedelta(minutes=30))  # 01:30 CET
+    page = text(paris.get(f"/admin/calendar/?view=week&date={sunday}"))
+    cell = hours(page)
+    assert len(cell) == 7 * 24
+    assert "Coffee" in cell[(str(sunday), 9)] and ">09:45</time>" in cell[(str(sunday), 9)]
+    assert "Night owl" in cell[(str(sunday), 1)]
+    assert not any("Coffee" in c for key, c in cell.items() if key != (str(sunday), 9))
+    skipped = re.search(rf'<td class="slot[^"]*" data-date="{sunday}" data-hour="2"', page)
+    assert "skipped" in skipped.group(0) and "the clocks skip this hour" in cell[(str(sunday), 2)]
+    assert sum("the clocks skip" in c for c in cell.values()) == 1  # that hour only
+
+    autumn = date(YEAR, 10, 31) - timedelta(days=(date(YEAR, 10, 31).weekday() + 1) % 7)
+    cell = hours(text(paris.get(f"/admin/calendar/?view=week&date={autumn}")))
+    assert "this hour happens twice" in cell[(str(autumn), 2)]
+    assert sum("happens twice" in c for c in cell.values()) == 1
+
+
+def test_on_the_week_page_a_post_dragged_to_an_hour_moves_there_keeping_its_minutes(
+        app, browser):
+    from playwright.sync_api import expect
+
+    sunday = spring_forward(YEAR)
+    monday = sunday - timedelta(days=6)
+    # 09:45 Paris time on Monday
+    post_id = scheduled(app, "Dragged", datetime.combine(monday, datetime.min.time(), UTC)
+                        + timedelta(hours=8, minutes=45))
+    # tall enough for the whole week: a drag does not scroll the page under the mouse
+    with january_in_chromium(app, browser, "hours@example.com",
+                             viewport={"width": 1280, "height": 1600}) as page:
+        page.goto(f"/admin/calendar/?view=week&date={monday}")
+        target = f'td[data-date="{sunday}"][data-hour="14"]'
+        page.drag_and_drop(f"#post-{post_id} a", target)
+        expect(page.locator(f"{target} #post-{post_id}")).to_contain_text("14:45",
+                                                                         timeout=15_000)
+        assert state(app, post_id)[1] == datetime.combine(
+            sunday, datetime.min.time(), UTC) + timedelta(hours=12, minutes=45)  # CEST
+        # the hour the clocks skip takes no drop: nothing is asked of the server
+        skipped = page.locator(f'td[data-date="{sunday}"][data-hour="2"]')
+        expect(skipped).to_have_class(re.compile(r"\bskipped\b"))
+        page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{sunday}"][data-hour="2"]')
+        page.drag_and_drop(f"#post-{post_id} a", f'td[data-date="{monday}"][data-hour="20"]')
+        expect(page.locator(f'td[data-date="{monday}"][data-hour="20"] #post-{post_id}')
+               ).to_contain_text("20:45", timeout=15_000)
+    assert state(app, post_id)[2] == 3  # two moves, not three

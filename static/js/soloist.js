@@ -162,7 +162,9 @@
     leaving = false;
   });
   // Calendar: drag a scheduled post (li[data-move-form]) onto another day (td[data-date]) to
-  // fill its move form's day and submit it, the same form the keyboard uses.
+  // fill its move form's day and submit it, the same form the keyboard uses. On the week
+  // page a day's hours are cells too (td[data-hour]): a drop there sets the hour as well,
+  // keeping the minutes.
   var dragging = false;
   document.addEventListener("dragend", function () { dragging = false; });
   document.addEventListener("dragstart", function (event) {
@@ -172,10 +174,11 @@
     event.dataTransfer.setData("text/plain", chip.getAttribute("data-move-form"));
     event.dataTransfer.effectAllowed = "move";
   });
-  // A day that has passed is no drop target (the move would be refused); the day under
-  // the dragged post is outlined.
+  // A day or an hour that has passed, or one the clocks skip, is no drop target (the move
+  // would be refused); the cell under the dragged post is outlined.
   function dropDay(event) {
-    return event.target.closest && event.target.closest("#calendar td[data-date]:not(.past)");
+    return event.target.closest &&
+      event.target.closest("#calendar td[data-date]:not(.past):not(.skipped)");
   }
   function unmark() {
     document.querySelectorAll("#calendar td.drop-target").forEach(function (td) {
@@ -190,14 +193,22 @@
   });
   document.addEventListener("dragend", unmark);
   document.addEventListener("drop", function (event) {
-    var day = dropDay(event), form, input;
+    var day = dropDay(event), form, date, time, hour, moved;
     unmark();
     if (!day) { return; }
     event.preventDefault();
     form = document.getElementById(event.dataTransfer.getData("text/plain"));
-    input = form && form.querySelector("input[name=date]");
-    if (!input || input.value === day.getAttribute("data-date")) { return; }
-    input.value = day.getAttribute("data-date");
-    form.requestSubmit();
+    date = form && form.querySelector("input[name=date]");
+    time = form && form.querySelector("input[name=time]");
+    if (!date || !time) { return; }
+    moved = date.value !== day.getAttribute("data-date");
+    date.value = day.getAttribute("data-date");
+    hour = day.getAttribute("data-hour");
+    if (hour !== null) {
+      hour = ("0" + hour).slice(-2);
+      moved = moved || time.value.slice(0, 2) !== hour;
+      time.value = hour + time.value.slice(2);
+    }
+    if (moved) { form.requestSubmit(); }
   });
 })();

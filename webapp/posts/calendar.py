@@ -20,7 +20,8 @@ from .errors import PostError
 from .lifecycle import schedule_post
 
 VIEWS = ("month", "week")
-PER_DAY = {"month": 8, "week": 60}  # posts a day shows; the rest are counted ("+12 more")
+PER_DAY = 8  # posts a day of the month shows; the rest are counted ("+12 more")
+PER_HOUR = 4  # posts an hour of the week shows
 
 
 def local_midnight(day: date, zone: ZoneInfo) -> datetime:
@@ -82,6 +83,52 @@ def span(view: str, anchor: date, zone: ZoneInfo) -> Span:
 
 
 @dataclass(frozen=True)
+class Hour:
+    """One hour of a day on the week page: its wall time, what the clocks do, if it is over."""
+
+    hour: int
+    note: str  # "" or what the clocks do in it ("the clocks skip this hour")
+    skipped: bool  # no such wall time that day: nothing can be scheduled in it
+    past: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.hour:02d}:00"
+
+
+def _exists(wall: datetime, zone: ZoneInfo) -> bool:
+    """Return whether a naive wall time happens in zone (False in the hour clocks skip)."""
+    aware = wall.replace(tzinfo=zone)
+    return aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+
+
+def _repeats(wall: datetime, zone: ZoneInfo) -> bool:
+    """Return whether a naive wall time happens twice in zone (the hour clocks go back)."""
+    return _exists(wall, zone) and wall.replace(tzinfo=zone, fold=0).utcoffset() != \
+        wall.replace(tzinfo=zone, fold=1).utcoffset()
+
+
+def day_hours(day: date, zone: ZoneInfo, now: datetime) -> list[Hour]:
+    """Return a day's 24 wall-clock hours in zone, marking the hours clocks skip or repeat.
+
+    An hour is past once its last minute has gone (a post moved into the current hour may
+    still be in time; one moved to a minute gone is refused as the form refuses it).
+    """
+    hours = []
+    for h in range(24):
+        first, last = (datetime.combine(day, time(h, m)) for m in (0, 59))
+        gone = [not _exists(wall, zone) for wall in (first, last)]
+        skipped = all(gone)
+        twice = _repeats(first, zone) or _repeats(last, zone)
+        note = ("the clocks skip this hour" if skipped else
+                "the clocks skip part of this hour" if any(gone) else
+                "this hour happens twice: the clocks go back" if twice else "")
+        end = last.replace(tzinfo=zone, fold=1, second=59).astimezone(UTC)
+        hours.append(Hour(h, note, skipped, end < now))
+    return hours
+
+
+@dataclass(frozen=True)
 class DayPosts:
     """A day's first posts in time order, and how many fall on it in all."""
 
@@ -96,30 +143,56 @@ class DayPosts:
 def posts_by_day(days: Span) -> dict[date, DayPosts]:
     """Return the span's scheduled and published posts by local day: each day's first
 
-    PER_DAY[view] in time order and its count. The database ranks and counts them per day
-    (one query per status), so a crowded month costs its counts, not a chip per post.
+    PER_DAY in time order and its count.
     """
     bounds = days.bounds()
-    per_day = PER_DAY[days.view]
+    found = _bucketed([end for _day, _start, end in bounds], days.start, PER_DAY)
+    return {bounds[i][0]: day_posts for i, day_posts in found.items()}
+
+
+def posts_by_hour(days: Span) -> dict[tuple[date, int], DayPosts]:
+    """Return the span's posts by (local day, wall-clock hour): each hour's first PER_HOUR.
+
+    An hour is the UTC range from its wall time to the next hour's, so the hour the clocks
+    skip is empty and the one they repeat holds both of its runs.
+    """
+    keys, ends = [], []
+    for day in days.days:
+        for hour in range(24):
+            keys.append((day, hour))
+            following = datetime.combine(day, time(hour)) + timedelta(hours=1)
+            ends.append(following.replace(tzinfo=days.zone).astimezone(UTC))
+    ends[-1] = days.end
+    found = _bucketed(ends, days.start, PER_HOUR)
+    return {keys[i]: hour_posts for i, hour_posts in found.items()}
+
+
+def _bucketed(ends: list[datetime], start: datetime, per: int) -> dict[int, DayPosts]:
+    """Return the scheduled and published posts from start by bucket (the first end after
+    their time): each bucket's first per in time order, and its count.
+
+    The database ranks and counts them per bucket (one query per status), so a crowded month
+    costs its counts, not a chip per post.
+    """
     ranked: dict[int, list[tuple[datetime, int]]] = {}
     totals: dict[int, int] = {}
     for status, column in (("scheduled", Post.publish_at), ("published", Post.published_at)):
-        day = sa.case(*[(column < end, i) for i, (_day, _start, end) in enumerate(bounds)])
-        inner = (sa.select(Post.id, column.label("at"), day.label("day"),
-                           sa.func.row_number().over(partition_by=day,
+        bucket = sa.case(*[(column < end, i) for i, end in enumerate(ends)])
+        inner = (sa.select(Post.id, column.label("at"), bucket.label("bucket"),
+                           sa.func.row_number().over(partition_by=bucket,
                                                      order_by=(column, Post.id)).label("n"),
-                           sa.func.count().over(partition_by=day).label("total"))
-                 .where(Post.status == status, column >= days.start, column < days.end)
+                           sa.func.count().over(partition_by=bucket).label("total"))
+                 .where(Post.status == status, column >= start, column < ends[-1])
                  .subquery())
-        for row in db.session.execute(sa.select(inner).where(inner.c.n <= per_day)):
-            ranked.setdefault(row.day, []).append((row.at, row.id))
-            totals[row.day] = totals.get(row.day, 0) + (row.total if row.n == 1 else 0)
-    firsts = {i: [post_id for _at, post_id in sorted(found)[:per_day]]
+        for row in db.session.execute(sa.select(inner).where(inner.c.n <= per)):
+            ranked.setdefault(row.bucket, []).append((row.at, row.id))
+            totals[row.bucket] = totals.get(row.bucket, 0) + (row.total if row.n == 1 else 0)
+    firsts = {i: [post_id for _at, post_id in sorted(found)[:per]]
               for i, found in ranked.items()}
     loaded = {post.id: post for post in db.session.scalars(
         sa.select(Post).options(defer(Post.body))
         .where(Post.id.in_([post_id for ids in firsts.values() for post_id in ids])))}
-    return {bounds[i][0]: DayPosts([loaded[p] for p in ids if p in loaded], totals[i])
+    return {i: DayPosts([loaded[p] for p in ids if p in loaded], totals[i])
             for i, ids in firsts.items()}  # (a post deleted meanwhile is left out)
 
 

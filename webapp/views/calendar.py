@@ -49,15 +49,25 @@ def _context(args: dict, **extra) -> dict:
     zone = zone_or_default(_zone_name())
     days = domain.span(args["view"], date.fromisoformat(args["date"]), zone)
     runs = runs_by_day(days.bounds(), g.db_now) if args["timers"] else {}
-    posts = domain.posts_by_day(days)
+    week = days.view == "week"
+    posts = domain.posts_by_hour(days) if week else domain.posts_by_day(days)
     move = extra.pop("move", {})
     move["shown"] = any(p.id == move.get("post_id") for day in posts.values()
                         for p in day.posts)
+    hours = _week_hours(days, posts) if week else {}
     return {"days": days, "args": args, "posts": posts, "runs": runs, "move": move,
+            "hours": hours,
             "clock_changes": _clock_changes(days),
             "today": to_local(g.db_now, zone.key).date(), "zone": zone.key,
             "new_at": _new_post_times(days, g.db_now), "link": _link,
             "input_value": input_value, **extra}
+
+
+def _week_hours(days: domain.Span, posts: dict) -> dict:
+    """Return each day of a week page as its 24 hours, each with its posts (or None)."""
+    return {day: [(hour, posts.get((day, hour.hour)))
+                  for hour in domain.day_hours(day, days.zone, g.db_now)]
+            for day in days.days}
 
 
 def _clock_changes(days: domain.Span) -> dict[date, str]:
