@@ -87,6 +87,27 @@ def test_times_read_as_people_write_them_in_the_one_time_helper():
     assert human(at.replace(year=2027), "America/Los_Angeles", now) == \
         "Wed 1 Dec 2027, 01:13 Los Angeles time"
     assert zone_label("Etc/UTC") == "UTC" and human(None, "UTC") == ""
+    # the night the clocks go back, 02:30 happens twice: each says which it is
+    first, second = datetime(2026, 10, 25, 0, 30, tzinfo=UTC), datetime(2026, 10, 25, 1, 30,
+                                                                       tzinfo=UTC)
+    assert human(first, "Europe/Paris", now) == "Sun 25 Oct, 02:30 Paris time (CEST)"
+    assert human(second, "Europe/Paris", now) == "Sun 25 Oct, 02:30 Paris time (CET)"
+    assert human(second.replace(hour=2), "Europe/Paris", now) == "Sun 25 Oct, 03:30 Paris time"
+
+
+def test_every_time_tag_says_the_moment_as_people_write_it(app, auth):
+    from datetime import UTC, datetime, timedelta
+
+    from tests.support import new_post, text
+
+    at = datetime.now(UTC).replace(microsecond=0, second=0) + timedelta(days=3)
+    post_id = new_post(app, "Soon", "scheduled", publish_at=at)
+    page = text(auth.client("editor", timezone="Asia/Tokyo").get(f"/admin/posts/{post_id}"))
+    from webapp.timefmt import format_local, human, iso
+
+    tokyo = human(at, "Asia/Tokyo")
+    shown = f'<time datetime="{iso(at)}" title="{format_local(at, "UTC")}">{tokyo}'
+    assert f"Publishes {shown}</time>" in page and "Tokyo time" in page
 
 
 def test_readers_get_dates_in_the_sites_zone(app):

@@ -58,7 +58,9 @@ def human(moment: datetime | None, zone: str | None, now: datetime | None = None
     """Format a moment as people write it, in zone: "Tue 1 Dec, 10:13 Paris time".
 
     The year shows when it is not this year's, seconds when the moment has them ("" for
-    None). The one way the app says a moment to a person, beside format_local's stamps.
+    None), the zone's abbreviation in the hour the clocks go back, which happens twice
+    ("Sun 25 Oct, 02:30 Paris time (CEST)"). The one way the app says a moment to a person,
+    beside format_local's stamps.
     """
     if moment is None:
         return ""
@@ -67,7 +69,9 @@ def human(moment: datetime | None, zone: str | None, now: datetime | None = None
     day = f"{local_:%a} {local_.day} {local_:%b}" + (
         f" {local_.year}" if local_.year != this_year else "")
     clock_ = local_.strftime("%H:%M:%S" if local_.second else "%H:%M")
-    return f"{day}, {clock_} {zone_label(zone if in_zone else 'UTC')}"
+    twice = local_.replace(fold=1 - local_.fold).utcoffset() != local_.utcoffset()
+    return f"{day}, {clock_} {zone_label(zone if in_zone else 'UTC')}" + (
+        f" ({local_.tzname()})" if twice else "")
 
 
 def reader_date(moment: datetime | None, zone: str | None = None) -> str:
@@ -152,13 +156,20 @@ def _ago(moment: datetime | None) -> str:
     return ago(moment, page_now())
 
 
+def when(moment: datetime | None, zone: str | None = None) -> str:
+    """Say a moment as people write it, in zone, the reader's by default ("—" for None):
+    the |when filter."""
+    return UNSET if moment is None else human(moment, zone or reader_zone(), page_now())
+
+
 def time_tag(moment: datetime | None, relative: bool = True) -> Markup:
-    """Return a <time> showing moment in the reader's zone, with a live "in 12 min" hint."""
+    """Return a <time> saying moment in the reader's zone ("Tue 1 Dec, 10:13 Paris time"),
+    its exact stamp in UTC as its title, with a live "in 12 min" hint."""
     if moment is None:
         return Markup('<span class="muted">{}</span>').format(UNSET)
     stamp = iso(moment)
     tag = Markup('<time datetime="{}" title="{}">{}</time>').format(
-        stamp, format_local(moment, "UTC"), local(moment))
+        stamp, format_local(moment, "UTC"), when(moment))
     if relative:
         tag += Markup(' <small class="hint">(<time datetime="{}" data-relative>{}</time>)'
                       '</small>').format(stamp, ago(moment, page_now()))
@@ -174,4 +185,5 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(iso, "iso")
     app.add_template_filter(time_tag, "time_tag")
     app.add_template_filter(human, "human")
+    app.add_template_filter(when, "when")
     app.add_template_filter(reader_date, "reader_date")
