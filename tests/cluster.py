@@ -50,11 +50,30 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str,
         time.sleep(interval)
 
 
+# Ports below the kernel's ephemeral range (32768-60999 here), a block per xdist worker:
+# a port the kernel handed out for bind(0) could be taken again, as the local port of any
+# outgoing connection, before the server binds it (gunicorn then fails "Address already in
+# use", as a fleet test once did). Nothing picks these but this function.
+_PORT_BLOCK = 1500
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    """Return a TCP port nobody listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Return a TCP port nobody listens on now, outside the ephemeral range."""
+    if not _next_port:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+        base = 20000 + (int(worker) if worker.isdigit() else 0) % 8 * _PORT_BLOCK
+        _next_port.append(base + (os.getpid() % 100) * 10)
+    for _ in range(_PORT_BLOCK):
+        port = _next_port[0]
+        _next_port[0] = port + 1 if port + 1 < 32000 else 20000
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))  # as gunicorn binds it
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 def create_database(prefix: str = "soloist_test", template: str | None = None) -> str:
