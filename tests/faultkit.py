@@ -241,12 +241,16 @@ class FaultFleet:
         return next((i for i in self.instances + self.gone if i.name == name), None)
 
     def settled(self) -> bool:
-        """Every worker of every instance connected, and both keys held by live workers."""
+        """Every worker of every instance up, each instance's one candidate connected, and
+        both keys held by live workers."""
         workers = self.worker_pids()
         expected = sum(i.workers for i in self.instances)
-        sessions = sorted(pid_of(n) for n in self.view.lock_sessions())
+        sessions = self.view.lock_sessions()
         holders = self.view.holders()
-        return (len(workers) == expected and sessions == sorted(workers)
+        candidates = sorted(self.instance_of(n).name if self.instance_of(n) else ""
+                            for n in sessions)
+        return (len(workers) == expected and all(pid_of(n) in workers for n in sessions)
+                and candidates == sorted(i.name for i in self.instances)
                 and all(k in holders and pid_of(holders[k]) in workers for k in KEYS))
 
     def wait_settled(self, timeout: float = 60) -> None:

@@ -35,7 +35,7 @@ class PartitionRun:
     requests: list[tuple[str, int | None, float]] = field(default_factory=list)  # path, status, s
     sessions_gone: float | None = None  # s from the cut until the server had none of the host's
     lingering: list[tuple] = field(default_factory=list)  # the host's sessions at the end of it
-    rejoined: dict[int, float | None] = field(default_factory=dict)  # worker -> s after heal
+    rejoined: dict[int, float] = field(default_factory=dict)  # candidate -> s after heal
     readyz_ok_while_stuck: list[tuple[int, float]] = field(default_factory=list)  # pid, s
     outcome: Outcome | None = None
     not_received: list[int] = field(default_factory=list)
@@ -109,22 +109,19 @@ def _watch_cut(fleet: FaultFleet, host: NetnsInstance, run: PartitionRun, first:
 
 
 def _watch_heal(fleet: FaultFleet, host: NetnsInstance, run: PartitionRun, stale: float) -> None:
-    """After heal: when each worker had a lock session busy again; which /readyz said 200
-    while its worker's scheduler had not come back."""
-    workers = host.worker_pids()
-    run.rejoined = dict.fromkeys(workers)
+    """After heal: when the host's candidate had a lock session busy again (its siblings
+    stand by on the host, with none); which /readyz said 200 while it had not come back."""
+    run.rejoined = {}
     deadline = run.healed_at + 10
-    while time.time() < deadline and None in run.rejoined.values():
+    while time.time() < deadline and not run.rejoined:
         for name, active in fleet.view.query(LOCK_ACTIVITY_SQL):
-            pid = pid_of(name)
-            if host.owns(name) and active >= run.healed_at and run.rejoined.get(pid, 0) is None:
-                run.rejoined[pid] = time.time() - run.healed_at
+            if host.owns(name) and active >= run.healed_at:
+                run.rejoined[pid_of(name)] = time.time() - run.healed_at
         _get(host.url + "/readyz", 2)
         time.sleep(0.2)  # one /readyz and one look at pg_stat_activity every 0.2 s
+    back_at = run.healed_at + min(run.rejoined.values(), default=float("inf"))
     for pid, stamp in readyz_answers(host, 200, run.cut_at):
-        back = run.rejoined.get(pid)
-        back_at = run.healed_at + back if back is not None else float("inf")
-        if stamp < back_at - 0.3:
+        if stamp < back_at - 0.3:  # any worker: a standby answers for its candidate
             run.readyz_ok_while_stuck.append((pid, stamp - run.cut_at))
 
 

@@ -1,5 +1,6 @@
 """Real gunicorn instances sharing one PostgreSQL database: kill, freeze, stop, cut off."""
 
+import contextlib
 import json
 import os
 import signal
@@ -61,9 +62,9 @@ def fleet(fleet_db, tmp_path):
         instance.stop()
 
 
-def fleet_ready(view: LockView, sessions: int) -> bool:
-    """Both keys held and the expected number of lock sessions connected."""
-    return set(view.holders()) == KEYS and len(view.lock_sessions()) == sessions
+def fleet_ready(view: LockView, instances: int) -> bool:
+    """Both keys held and one lock session per instance (its candidate's) connected."""
+    return set(view.holders()) == KEYS and len(view.lock_sessions()) == instances
 
 
 def term(view: LockView, key: int) -> int:
@@ -80,13 +81,19 @@ def events(view: LockView, key: int) -> list[tuple[str, str]]:
 def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fleet_db):
     _url, view = fleet_db
     a, b = fleet("a"), fleet("b")
-    wait_for(lambda: fleet_ready(view, 4), 30, "4 lock sessions and both keys held")
+    wait_for(lambda: fleet_ready(view, 2), 30, "2 lock sessions and both keys held")
     holders = view.holders()
     workers = set(a.worker_pids()) | set(b.worker_pids())
     assert {pid_of(name) for name in holders.values()} <= workers
     sessions = view.lock_sessions()
-    assert len(sessions) == len(set(sessions)) == 4  # one lock connection per process
-    assert {pid_of(name) for name in sessions} == workers
+    # one lock connection per instance: its candidate's; its sibling stands by locally
+    assert len(sessions) == len(set(sessions)) == 2
+    assert sorted(a.owns(name) for name in sessions) == [False, True]
+    assert {pid_of(name) for name in sessions} < workers
+    idle = {pid_of(name) for (name,) in view.query(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name LIKE %s", ("soloist%",))}
+    assert not idle & (workers - {pid_of(name) for name in sessions})  # no connection at all
     with urllib.request.urlopen(f"{a.url}/readyz", timeout=5) as response:
         assert response.status == 200
 
@@ -94,7 +101,7 @@ def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(fleet, fle
 def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):
     _url, view = fleet_db
     fleet("a"), fleet("b")
-    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    wait_for(lambda: fleet_ready(view, 2), 30, "the fleet to settle")
     victim = view.holder(PUBLISH_KEY)
     before = term(view, PUBLISH_KEY)
     os.kill(pid_of(victim), signal.SIGKILL)
@@ -107,7 +114,7 @@ def test_follower_takes_over_after_the_leader_is_killed(fleet, fleet_db):
 def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):
     _url, view = fleet_db
     fleet("a", LEADER_STALE_SECONDS="2"), fleet("b", LEADER_STALE_SECONDS="2")
-    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    wait_for(lambda: fleet_ready(view, 2), 30, "the fleet to settle")
     victim = view.holder(PUBLISH_KEY)
     os.kill(pid_of(victim), signal.SIGSTOP)
     try:
@@ -124,10 +131,10 @@ def test_frozen_leader_is_evicted_and_learns_it_lost(fleet, fleet_db):
 def test_sigterm_hands_leadership_over_at_once(fleet, fleet_db):
     _url, view = fleet_db
     a = fleet("a")
-    wait_for(lambda: fleet_ready(view, 2), 30, "a to lead")
+    wait_for(lambda: fleet_ready(view, 1), 30, "a to lead")
     # slow followers: only the handover NOTIFY can make the takeover quick
     b = fleet("b", FOLLOWER_POLL_SECONDS="30")
-    wait_for(lambda: len(view.lock_sessions()) == 4, 30, "b's workers to stand by")
+    wait_for(lambda: len(view.lock_sessions()) == 2, 30, "b's candidate to stand by")
     wait_for(lambda: all(b.owns(n) is False for n in view.holders().values()), 1, "a to lead")
     a.signal(signal.SIGTERM)
     wait_for(lambda: all(b.owns(view.holder(k)) for k in KEYS), 10,
@@ -156,7 +163,7 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_d
 def test_posts_are_published_exactly_once_while_leaders_are_killed(fleet, fleet_db):
     url, view = fleet_db
     fleet("a"), fleet("b")
-    wait_for(lambda: fleet_ready(view, 4), 30, "the fleet to settle")
+    wait_for(lambda: fleet_ready(view, 2), 30, "the fleet to settle")
     start = datetime.now(UTC) + timedelta(seconds=1)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -243,7 +250,7 @@ def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(flee
     """Each worker reads a 304's validators on its own connection: never a stale answer."""
     url, view = fleet_db
     editor, reader = fleet("a", workers=1), fleet("b", workers=2)
-    wait_for(lambda: fleet_ready(view, 3), 60, "three workers and both keys held")
+    wait_for(lambda: fleet_ready(view, 2), 60, "two candidates and both keys held")
     token = cli_user(url, "ed@example.com", "editor", "x" * 12)
     post = _api(editor, token, "POST", "/api/posts", {"title": "Kept", "body": "First."})
     _api(editor, token, "POST", f"/api/posts/{post['id']}/publish", {})
@@ -257,3 +264,105 @@ def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(flee
     answers = [_get(reader, "/posts/kept", etag) for _ in range(20)]  # right after the commit
     assert [(status, "Second." in body) for status, _, body in answers] == [(200, True)] * 20
     assert {new for _, new, _ in answers} != {etag}
+
+
+# One candidate per instance (webapp.leadership.local): its siblings stand by on the host ---
+
+def connections_of(view: LockView, pid: int) -> list[str]:
+    """Return the application_names of every connection a worker process has open."""
+    return [name for (name,) in view.query(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name LIKE %s", (f"soloist%:{pid}:%",))]
+
+
+def candidate_of(view: LockView, instance: Instance) -> str | None:
+    """Return the application_name of the instance's one lock session, if it has one."""
+    mine = [name for name in view.lock_sessions() if instance.owns(name)]
+    assert len(mine) <= 1, f"{instance.name} has {len(mine)} lock sessions: {mine}"
+    return mine[0] if mine else None
+
+
+def test_a_killed_candidates_sibling_is_its_instances_candidate_within_moments(fleet, fleet_db):
+    _url, view = fleet_db
+    a = fleet("a", workers=3)
+    wait_for(lambda: fleet_ready(view, 1), 30, "a's candidate to lead")
+    b = fleet("b", workers=2)
+    wait_for(lambda: candidate_of(view, b), 30, "b's candidate to stand by")
+    victim = candidate_of(view, a)
+    assert view.holder(PUBLISH_KEY) == victim
+    os.kill(pid_of(victim), signal.SIGKILL)
+    # b's candidate, waiting in the server's lock queue, is granted the publish key; a
+    # sibling of the killed worker becomes a's candidate and competes (for the other key)
+    wait_for(lambda: b.owns(view.holder(PUBLISH_KEY)), 5, "b to publish",
+             state=view.holders)
+    wait_for(lambda: all(view.holder(k) not in (None, victim) for k in KEYS), 5,
+             "both keys led by live workers", state=view.holders)
+    new = wait_for(lambda: (c := candidate_of(view, a)) and c != victim and c, 5,
+                   "a sibling to be a's candidate", state=view.lock_sessions)
+    assert pid_of(new) in a.worker_pids() and len(view.lock_sessions()) == 2
+
+
+def test_a_frozen_candidate_is_replaced_by_a_sibling_and_stands_by_when_it_thaws(
+        fleet, fleet_db):
+    _url, view = fleet_db
+    a = fleet("a", workers=2, LEADER_STALE_SECONDS="2")
+    wait_for(lambda: fleet_ready(view, 1), 30, "a's candidate to lead")
+    b = fleet("b", workers=1, LEADER_STALE_SECONDS="2")
+    wait_for(lambda: candidate_of(view, b), 30, "b's candidate to stand by")
+    victim = candidate_of(view, a)
+    os.kill(pid_of(victim), signal.SIGSTOP)
+    try:
+        # by b's candidate or the sibling that took a's candidacy, whichever is first
+        wait_for(lambda: all(view.holder(k) not in (None, victim) for k in KEYS), 2 + 5,
+                 "the frozen leader to be evicted and both keys led elsewhere")
+        wait_for(lambda: (c := candidate_of(view, a)) and c != victim, 2 + 5,
+                 "a sibling to break the frozen worker's lease", state=view.lock_sessions)
+    finally:
+        os.kill(pid_of(victim), signal.SIGCONT)
+    wait_for(lambda: ("lost", victim) in events(view, PUBLISH_KEY), 10,
+             "the thawed worker to record that it lost the key")
+    assert candidate_of(view, a) != victim  # it stands by: no second session for a
+    assert "took over this instance's candidacy" in a.read_log()
+    # and costs the database nothing: its lock session and its ticks' connection are closed
+    wait_for(lambda: not connections_of(view, pid_of(victim)), 5,
+             "the thawed worker to close every connection",
+             state=lambda: connections_of(view, pid_of(victim)))
+
+
+def test_a_candidate_recycled_by_max_requests_hands_over_to_its_sibling(fleet, fleet_db):
+    _url, view = fleet_db
+    a = fleet("a", workers=2, GUNICORN_CMD_ARGS="--max-requests 10")
+    wait_for(lambda: fleet_ready(view, 1), 30, "a's candidate to lead")
+    b = fleet("b", workers=1)
+    wait_for(lambda: candidate_of(view, b), 30, "b's candidate to stand by")
+    victim = candidate_of(view, a)
+    for _ in range(100):  # bounded: both workers recycle within 2 x 10 requests or so
+        if pid_of(victim) not in a.worker_pids():
+            break
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"{a.url}/healthz", timeout=5).close()
+    new = wait_for(lambda: (c := candidate_of(view, a)) and c != victim and c, 10,
+                   "a's recycled candidate to hand over to a sibling",
+                   state=view.lock_sessions)
+    assert pid_of(new) in a.worker_pids()
+    released = [holder for kind, holder in events(view, PUBLISH_KEY) if kind == "released"]
+    assert released == [victim]  # handed over, not lost
+    assert view.holder(PUBLISH_KEY) not in (None, victim)
+
+
+def test_two_instances_with_one_name_on_one_host_share_one_candidacy(fleet, fleet_db):
+    """Handled, not refused: the name is the instance, wherever its masters run."""
+    _url, view = fleet_db
+    first = fleet("same", workers=2)
+    wait_for(lambda: fleet_ready(view, 1), 30, "the first master's candidate to lead")
+    second = fleet("same", workers=2)
+    wait_for(lambda: second.read_log().count("scheduler started") == 2, 30,
+             "the second master's schedulers to start")
+    wait_for(lambda: urllib.request.urlopen(f"{second.url}/readyz", timeout=5).status == 200,
+             10, "the second master to be ready")
+    assert len(view.lock_sessions()) == 1
+    assert pid_of(view.lock_sessions()[0]) in first.worker_pids()
+    first.stop()  # SIGTERM: hands over; one of the second master's workers is the candidate
+    wait_for(lambda: all(pid_of(view.holder(k) or "x:x:0") in second.worker_pids()
+                         for k in KEYS), 10, "the second master to lead")
+    assert len(view.lock_sessions()) == 1

@@ -83,7 +83,7 @@ def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):
         wait_for(lambda: set(view.holders()) == {PUBLISH_KEY, PLUGINS_KEY}, 30, "a leader")
         assert all(n.startswith("soloist:web.1:") for n in view.holders().values())
         second = start_web(second_env, tmp_path / "web2.log")
-        wait_for(lambda: len(view.lock_sessions()) == 4, 30, "web.2's workers to stand by")
+        wait_for(lambda: len(view.lock_sessions()) == 2, 30, "web.2's candidate to stand by")
 
         started = time.monotonic()
         first.send_signal(signal.SIGTERM)

@@ -3,6 +3,7 @@
 import math
 import os
 import socket
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -230,6 +231,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
         "SCHEDULER_ENABLED": env_bool(env, "SCHEDULER_ENABLED", True),
+        # where an instance's workers agree which of them is its one candidate (a lease
+        # file each); local to the host, as /tmp is to a dyno
+        "LEASE_DIR": env.get("LEASE_DIR", "").strip() or tempfile.gettempdir(),
         # exposed directly, X-Forwarded-For is whatever the client says: trust no proxy
         # unless the platform recipe names its router (Heroku, Render, Fly.io: 1)
         "TRUST_PROXY_HOPS": env_int(env, "TRUST_PROXY_HOPS", 0),

@@ -192,6 +192,14 @@ class Leadership:
         self.locks.close()
         self._went_offline(Exception(reason))
 
+    def stand_by(self, reason: str) -> None:
+        """Treat every held key as lost and close the lock session, which is not down but
+        given up: this process stops competing (its instance's candidacy moved)."""
+        for key in list(self.held):
+            self._lost(key, reason)
+        self.locks.close()
+        self.online, self.offline_since = None, None
+
     def step_down(self, key: int, detail: str, cooldown: float) -> None:
         """Release key and stay away from it for cooldown seconds so a standby wins it."""
         self.release(key, detail)

@@ -7,6 +7,7 @@ a NOTIFY wakes it.
 """
 
 import logging
+import os
 import random
 import threading
 import time
@@ -26,6 +27,7 @@ from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
 from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
+from ..leadership.local import LOCAL_POLL, LocalLease, lease_path
 from ..models import LeaderEvent
 from ..ops.budget import check_connection_budget, connections_per_process
 from ..ops.metrics import observe_tick
@@ -78,6 +80,10 @@ class Scheduler:
         self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
         self.failures = 0  # failed loop iterations in a row
         self.watch = Watch(self.tick_app, self.locks.name)  # ops.no_leader, dead-man's switch
+        # PostgreSQL: one candidate per instance (webapp.leadership.local); SQLite is one host
+        self.lease = None if sqlite else LocalLease(
+            lease_path(cfg["LEASE_DIR"], cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"]),
+            cfg["LEADER_STALE_SECONDS"])
         self.next_ping: float | None = None
         self.step_started: float | None = None  # monotonic start of the step in hand
 
@@ -94,6 +100,11 @@ class Scheduler:
         down = self.leadership.offline_for()
         if down > self.stale_seconds:
             found.append(f"lock session down for {down:.0f} s")
+        if self.lease is not None and not self.lease.held:  # standing by: the candidate's
+            pid, _age, since = self.lease.read()
+            if since is not None and time.time() - since > self.stale_seconds:
+                found.append(f"this instance's candidate (worker {pid}) has had no lock "
+                             f"session for {time.time() - since:.0f} s")
         started = self.step_started
         if started is not None and time.monotonic() - started > self.stale_seconds / 2:
             found.append(f"scheduler stuck in one step for {time.monotonic() - started:.0f} s")
@@ -158,6 +169,8 @@ class Scheduler:
             log.warning("could not hand over cleanly: %s", exc)
         finally:
             self.locks.close()
+            if self.lease is not None:
+                self.lease.release()  # a sibling that runs on is the candidate now
         # Hand over first (fast), then let plugin runs in flight record their results.
         if not workers.drain(DRAIN_SECONDS):
             log.warning("plugin runs still in flight after %.0f s; the next leader will "
@@ -173,6 +186,9 @@ class Scheduler:
         A standby that holds nothing waits in the server's lock queue instead, so a key
         whose holder goes away is taken at once rather than at the next poll.
         """
+        if self.lease is not None and not self.lease.held:  # standing by on this host
+            self.waiter.wait(self.locks, delay)
+            return
         try:
             won = self.leadership.wait(delay)
             notes = self.waiter.wait(self.locks, delay) if won is None else self.locks.notifies()
@@ -191,6 +207,8 @@ class Scheduler:
 
     def step(self) -> float:
         """Do what is due now; return seconds until the next thing to do."""
+        if self.lease is not None and not self._candidate():
+            return LOCAL_POLL
         if not self.leadership.ensure_connected():
             if self.leadership.refused:  # the database is up, the lock session refused there
                 self._record_pending()
@@ -205,7 +223,45 @@ class Scheduler:
             return RECONNECT_MIN
         if self.leadership.pending:  # a verify found its keys gone
             self._record_pending()
+        if not self.leadership.held:
+            self._close_tick_connections()
         return self._sleep_for()
+
+    def _close_tick_connections(self) -> None:
+        """Close the ticks' connection of a process that leads nothing (a standby wrote an
+        alert or an event through it, or it just lost its keys): followers cost the
+        database their lock session only; the next lead opens it again."""
+        if self.tick_app is self.app:
+            return
+        with self.tick_app.app_context():
+            if db.engine.pool.checkedin():
+                db.engine.dispose()
+
+    def _candidate(self) -> bool:
+        """Return whether this worker is its instance's candidate, taking the lease if free.
+
+        A worker that finds a sibling broke its lease (it was frozen) drops its keys and
+        its lock session and stands by; the lost events are written through the ticks'
+        connections, since it will not reconnect.
+        """
+        lease = self.lease
+        if lease.held:
+            if lease.still_held():
+                lease.beat()
+                down = self.leadership.offline_for()
+                lease.say_offline(down)
+                return True
+            log.error("a sibling took over this instance's candidacy while this worker "
+                      "was not stamping it (frozen?); standing by")
+            self.leadership.stand_by("this instance's candidacy went to a sibling")
+            self._record_pending()
+            self._close_tick_connections()
+            return False
+        if not lease.take():
+            return False
+        log.info("now this instance's candidate (worker %d)", os.getpid())
+        self.next_poll = 0.0
+        return True
 
     def _lose_all(self, reason: str) -> None:
         """Drop every key; the events are written when the lock session is back (at once,
@@ -278,6 +334,8 @@ class Scheduler:
         return now - self.deferred_since < MAX_DEFER
 
     def _verify(self) -> None:
+        if self.lease is not None:
+            self.lease.beat()  # before each unit of work too: a long tick is not a freeze
         still = self.leadership.verify()
         self.next_heartbeat = time.monotonic() + self.heartbeat_seconds
         self._step_down_if_asked(still)

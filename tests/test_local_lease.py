@@ -1,0 +1,62 @@
+"""One candidate per instance: the lease file its workers agree on (webapp.leadership.local).
+
+Two LocalLease objects in one process stand for two workers: flock is held by an open file,
+so they exclude each other exactly as two processes do.
+"""
+
+import os
+import time
+
+from webapp.leadership.local import LocalLease, lease_path
+
+DB = "postgresql://root:s3cret@127.0.0.1:5432/soloist"
+
+
+def leases(tmp_path, count: int = 2, stale: float = 10.0) -> list[LocalLease]:
+    path = lease_path(str(tmp_path), DB, "web.1")
+    return [LocalLease(path, stale) for _ in range(count)]
+
+
+def test_one_worker_is_the_candidate_and_a_sibling_takes_over_when_it_lets_go(tmp_path):
+    first, second = leases(tmp_path)
+    assert first.take() and first.held
+    assert not second.take() and not second.held
+    assert second.holder()[0] == os.getpid()
+    first.release()  # as the kernel does when the worker exits or is killed
+    assert second.take() and not first.take()
+
+
+def test_a_sibling_breaks_the_lease_of_a_candidate_that_stopped_stamping_it(tmp_path):
+    frozen, sibling, third = leases(tmp_path, 3, stale=2.0)
+    assert frozen.take()
+    assert not sibling.take()  # stamped just now: alive
+    long_ago = time.time() - 3
+    os.utime(frozen.path, (long_ago, long_ago))  # what 3 s frozen looks like
+    assert sibling.take() and sibling.held
+    assert not third.take()  # the new lease is fresh and held
+    assert not frozen.still_held() and not frozen.held  # on waking it learns it lost
+    sibling.beat()
+    assert sibling.still_held()
+
+
+def test_a_candidate_that_stamps_its_lease_keeps_it(tmp_path):
+    candidate, sibling = leases(tmp_path, stale=0.5)
+    assert candidate.take()
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:  # three stale periods, stamped all along
+        candidate.beat()
+        assert not sibling.take()
+        time.sleep(0.05)
+    assert candidate.still_held()
+
+
+def test_each_instance_and_database_has_its_own_lease_and_no_password_in_its_name(tmp_path):
+    here = str(tmp_path)
+    names = {lease_path(here, DB, "web.1"), lease_path(here, DB, "web.2"),
+             lease_path(here, DB.replace("/soloist", "/other"), "web.1")}
+    assert len(names) == 3
+    assert lease_path(here, DB, "web.1") == lease_path(here, DB.replace("s3cret", "new"),
+                                                      "web.1")
+    assert not any("s3cret" in name for name in names)
+    assert os.path.basename(lease_path(here, DB, "../../etc x")).startswith(
+        "soloist-candidate-.._.._etc_x-")
