@@ -291,10 +291,8 @@ def test_a_killed_candidates_sibling_is_its_instances_candidate_within_moments(f
     victim = candidate_of(view, a)
     assert view.holder(PUBLISH_KEY) == victim
     os.kill(pid_of(victim), signal.SIGKILL)
-    # b's candidate, waiting in the server's lock queue, is granted the publish key; a
-    # sibling of the killed worker becomes a's candidate and competes (for the other key)
-    wait_for(lambda: b.owns(view.holder(PUBLISH_KEY)), 5, "b to publish",
-             state=view.holders)
+    # b's candidate, waiting in the server's lock queue, is granted the publish key (most
+    # often); a sibling of the killed worker becomes a's candidate and competes
     wait_for(lambda: all(view.holder(k) not in (None, victim) for k in KEYS), 5,
              "both keys led by live workers", state=view.holders)
     new = wait_for(lambda: (c := candidate_of(view, a)) and c != victim and c, 5,
