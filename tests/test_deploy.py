@@ -1,6 +1,7 @@
 """Production-shaped: the Procfile's commands with Heroku's environment, then a SIGTERM."""
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -22,7 +23,7 @@ from tests.cluster import (
     wait_for,
 )
 from webapp.leadership.pg import PgLockSession
-from webapp.ops.budget import check_connection_budget, per_process
+from webapp.ops.budget import Fleet, check_connection_budget
 
 pytestmark = pytest.mark.slow
 
@@ -105,19 +106,30 @@ def test_release_then_web_serve_and_hand_over_on_sigterm(heroku_db, tmp_path):
     assert lines and all("[web.1]" in line for line in lines)
 
 
-def test_connection_budget_warns_when_the_pool_cannot_fit(app, caplog):
+def test_connection_budget_warns_when_the_fleet_or_its_next_instance_cannot_fit(app, caplog):
     locks = PgLockSession(app.config["LOCK_DATABASE_URL"], "budget")
     locks.connect()
     try:
-        assert check_connection_budget(locks, pool_size=3, max_overflow=1) is None
-        message = check_connection_budget(locks, pool_size=5000, max_overflow=0)
-        assert message and "connections are free" in message
-        assert "connection budget" in caplog.text
-        # lock, scheduler, the 304s' own connection (webapp.revalidation), pool, overflow
-        assert "one more worker needs up to 5003" in message
-        assert "needs up to 5002" in check_connection_budget(locks, 5000, 0, revalidation=0)
+        assert check_connection_budget(locks, app.config) is None  # one instance of 2 x 5
+        huge = {**app.config, "DB_POOL_SIZE": 5000}
+        message = check_connection_budget(locks, huge)
+        shape = re.search(r"(\d+) instances x 2 workers need up to (\d+) connections", message)
+        assert shape and int(shape[2]) == Fleet(
+            int(shape[1]), 2, 5000, app.config["DB_MAX_OVERFLOW"],
+            int(app.config["DB_REVALIDATION_CONNECTION"])).peak
+        assert "connection budget" in caplog.text and "PgBouncer" in caplog.text
+        # behind a pooler the pools are the pooler's: one instance fits, whatever its pool
+        assert check_connection_budget(locks, {**huge, "DB_WEB_VIA_POOLER": True}) is None
     finally:
         locks.close()
+
+
+def test_the_fleet_formula_counts_candidates_and_leaders_not_workers():
+    assert Fleet(25, 4, 3, 1, 1).peak == 25 * (1 + 4 * 5) + 2
+    assert Fleet(25, 4, 3, 1, 1, pooler_pool=20).peak == 25 + 2 + 20
+    assert Fleet(25, 4, 3, 1, 1, pooler_pool=20).idle == 27
+    assert Fleet(1, 4).scheduler == 1 and Fleet(10, 4).scheduler == 2
+    assert Fleet(3, 2, 2, 0, 0).most_instances(20) == 3  # the Heroku button, essential-0
 
 
 # Heroku Postgres plans' max_connections (devcenter.heroku.com/articles/heroku-postgres-plans)
@@ -128,8 +140,42 @@ def test_the_heroku_buttons_fleet_fits_its_database_plan():
     app_json = json.loads((Path(__file__).resolve().parents[1] / "app.json").read_text())
     env = {name: spec.get("value") for name, spec in app_json["env"].items()}
     plan = app_json["addons"][0]["plan"].split(":")[1]
-    workers = app_json["formation"]["web"]["quantity"] * int(env["WEB_CONCURRENCY"])
+    dynos = app_json["formation"]["web"]["quantity"] + 1  # heroku ps:scale web=3 fits too
     revalidation = int(env.get("DB_REVALIDATION_CONNECTION", "true") == "true")
-    peak = workers * per_process(int(env["DB_POOL_SIZE"]), int(env["DB_MAX_OVERFLOW"]),
-                                 revalidation)
-    assert peak <= PLAN_CONNECTIONS[plan], f"{peak} connections at peak on {plan}"
+    fleet = Fleet(dynos, int(env["WEB_CONCURRENCY"]), int(env["DB_POOL_SIZE"]),
+                  int(env["DB_MAX_OVERFLOW"]), revalidation)
+    assert fleet.peak <= PLAN_CONNECTIONS[plan], f"{fleet.peak} connections at peak on {plan}"
+
+
+def test_the_budget_command_prints_a_fleets_needs_with_and_without_a_pooler(app):
+    runner = app.test_cli_runner()
+    result = runner.invoke(args=["budget", "--instances", "25", "--workers", "4",
+                                 "--pool-size", "3", "--max-overflow", "1", "--revalidation"])
+    assert result.exit_code == 0, result.output
+    peak = next(line for line in result.output.splitlines() if line.startswith("at peak"))
+    assert peak.split()[-2:] == ["527", "47"]
+    assert "no (+430)" in result.output and "most instances of this shape that fit" in result.output
+    heroku = runner.invoke(args=["budget", "--instances", "3", "--workers", "2", "--pool-size",
+                                 "2", "--max-overflow", "0", "--no-revalidation",
+                                 "--max-connections", "20", "--reserved", "0"])
+    assert "fits max_connections 20 - 0 reserved = 20?" in heroku.output
+    assert next(line for line in heroku.output.splitlines()
+                if line.startswith("at peak")).split()[-2:] == ["17", "25"]
+    refused = runner.invoke(args=["budget", "--instances", "0"])
+    assert refused.exit_code == 2 and "--instances" in refused.output
+
+
+def test_the_status_page_warns_before_the_next_instance_would_not_fit():
+    from webapp.db import parse_identity_role
+    from webapp.ops.budget import Usage, scale_up_warning
+
+    assert parse_identity_role("soloist:web.1:4101:abcdef") == ("lock", "web.1")
+    assert parse_identity_role("soloist-sched:web.1:4101:abcdef") == ("sched", "web.1")
+    assert parse_identity_role("psql") is None and parse_identity_role("soloist:x") is None
+    shape = Fleet(2, 2, 2, 0, 0)  # the Heroku button's: 5 a dyno at peak, 2 leaders'
+    two = Usage(20, 0, {"web.1": {"lock": 1, "sched": 1}, "web.2": {"lock": 1}}, 0)
+    assert scale_up_warning(two, shape) is None  # a third dyno: 3 x 5 + 2 = 17 of 20
+    three = Usage(20, 0, {f"web.{i}": {"lock": 1} for i in (1, 2, 3)}, 0)
+    warning = scale_up_warning(three, shape)
+    assert warning and "4 instances x 2 workers need up to 22 connections" in warning
+    assert scale_up_warning(three, Fleet(3, 2, 2, 0, 0, pooler_pool=10)) is None

@@ -310,6 +310,12 @@ def test_two_instances_show_one_holder_per_key_and_the_other_standing_by(fleet):
         assert holders_on_page(page) == holders
         for name in sessions:
             assert name in page  # every lock session is in the instances table
+        # the fleet's connections by instance and role, from pg_stat_activity
+        table = re.search(r'<table class="connections cards">.*?</table>', page, re.S).group(0)
+        for other in fleet.instances:
+            row = re.search(rf"<strong>{other.name}</strong></td>(.*?)</tr>", table, re.S)
+            assert row and '<td data-label="lock">1</td>' in row.group(1)
+        assert "usable connections in use (<code>max_connections</code> 100" in page
 
 
 @pytest.mark.slow

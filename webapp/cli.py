@@ -13,6 +13,7 @@ from .extensions import db
 from .leadership.cli import leaders_command
 from .models import User
 from .ops import audit
+from .ops.budget_cli import budget_command
 from .ops.deploys.cli import record_deploy_command, release_command
 from .timezones import is_zone
 
@@ -26,6 +27,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(leaders_command)
     app.cli.add_command(release_command)
     app.cli.add_command(record_deploy_command)
+    app.cli.add_command(budget_command)
 
 
 @click.command("ensure-admin")

@@ -47,6 +47,24 @@ def identity(instance: str, pid: int | None = None, role: str = "",
     return f"{prefix}:{instance[:MAX_INSTANCE]}:{pid}:{current_nonce() if nonce is None else nonce}"
 
 
+def parse_identity_role(application_name: str) -> tuple[str, str] | None:
+    """Return (role, instance) of a soloist[-role]:<instance>:<pid>[:<nonce>] name: role
+    "lock" for the lock session; None for a connection that is not soloist's."""
+    prefix, _, rest = application_name.partition(":")
+    if prefix == "soloist":
+        role = "lock"
+    elif prefix.startswith("soloist-") and prefix[8:].isalpha():
+        role = prefix[8:]
+    else:
+        return None
+    parts = rest.split(":")
+    if parts and parts[-1].isascii() and parts[-1].isalpha():
+        parts = parts[:-1]  # the nonce
+    if len(parts) < 2 or not parts[-1].isdigit():
+        return None
+    return role, ":".join(parts[:-1])
+
+
 _nonce: tuple[int, str] = (0, "")
 
 

@@ -1,52 +1,188 @@
-"""Warn when the database's max_connections leaves too little room for the fleet."""
+"""The connection budget: what a fleet needs of max_connections, and what it uses now.
+
+One worker per instance (its candidate, webapp.leadership.local) holds a lock session;
+the scheduler's own connection is open only on a worker that leads a key (two keys: two
+in the whole fleet at most); every worker has its web pool and, unless switched off, the
+public pages' revalidation connection. Behind a transaction pooler
+(DATABASE_CONNECTION_POOL_URL) the web pools and revalidation connections are the
+pooler's clients, and the server sees only the pooler's own pool.
+
+    direct:        N x (1 + W x (DB_POOL_SIZE + DB_MAX_OVERFLOW + revalidation)) + 2
+    behind pooler: N x 1 + 2 + the pooler's pool (PgBouncer's default_pool_size)
+"""
 
 import logging
+import os
+from dataclasses import dataclass
+
+from ..db import parse_identity_role
 
 log = logging.getLogger("soloist.budget")
 
-BUDGET_SQL = """
+SCHEDULER_CONNECTIONS = 2  # the ticks' own connection, one per leading worker (two keys)
+PGBOUNCER_DEFAULT_POOL = 20  # PgBouncer's default_pool_size, per database and user
+
+LIMITS_SQL = """
 SELECT current_setting('max_connections')::int,
-       current_setting('superuser_reserved_connections')::int,
-       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'),
-       (SELECT count(*) FROM pg_stat_activity
-        WHERE application_name LIKE 'soloist:%%' AND datname = current_database())
+       current_setting('superuser_reserved_connections')::int
+"""
+
+# every client connection to the server, by application_name (soloist's say whose) on this
+# database; connections to other databases count, as others
+ACTIVITY_SQL = """
+SELECT CASE WHEN datname = current_database() THEN coalesce(application_name, '') END,
+       count(*)
+FROM pg_stat_activity WHERE backend_type = 'client backend'
+GROUP BY 1
 """
 
 
-SCHEDULER_CONNECTIONS = 1  # the ticks' own pool (webapp.scheduler_app)
+@dataclass(frozen=True)
+class Fleet:
+    """A fleet's shape: instances, workers each, and each worker's pool."""
+
+    instances: int
+    workers: int
+    pool_size: int = 3
+    max_overflow: int = 1
+    revalidation: int = 1
+    pooler_pool: int | None = None  # the pooler's server connections; None: no pooler
+
+    @property
+    def lock(self) -> int:
+        return self.instances
+
+    @property
+    def scheduler(self) -> int:
+        return min(SCHEDULER_CONNECTIONS, self.instances)
+
+    @property
+    def web(self) -> int:
+        """The web pools and revalidation connections the server sees."""
+        if self.pooler_pool is not None:
+            return self.pooler_pool
+        return self.instances * self.workers * (
+            self.pool_size + self.max_overflow + self.revalidation)
+
+    @property
+    def peak(self) -> int:
+        return self.lock + self.scheduler + self.web
+
+    @property
+    def idle(self) -> int:
+        """What an idle fleet holds open: the candidates' lock sessions and the leaders'."""
+        return self.lock + self.scheduler
+
+    def per_instance(self) -> int:
+        """What one more instance adds at peak."""
+        if self.pooler_pool is not None:
+            return 1
+        return 1 + self.workers * (self.pool_size + self.max_overflow + self.revalidation)
+
+    def most_instances(self, usable: int) -> int:
+        """Return the most instances of this shape that fit in usable connections."""
+        count = 0
+        while count < 10_000 and Fleet(count + 1, self.workers, self.pool_size,
+                                       self.max_overflow, self.revalidation,
+                                       self.pooler_pool).peak <= usable:
+            count += 1
+        return count
 
 
-def per_process(pool_size: int, max_overflow: int, revalidation: int = 1) -> int:
-    """Return the connections one worker process may open.
-
-    Its lock session, the scheduler's, the web pool, and the public pages' 304s' own
-    (webapp.revalidation; 0 with DB_REVALIDATION_CONNECTION=false).
-    """
-    return 1 + SCHEDULER_CONNECTIONS + revalidation + pool_size + max_overflow
-
-
-def connections_per_process(config) -> tuple[int, int, int]:
-    """Return (pool size, overflow, revalidation connections) of a worker, from its config."""
-    return (config["DB_POOL_SIZE"], config["DB_MAX_OVERFLOW"],
-            int(config["DB_REVALIDATION_CONNECTION"]))
+def fleet_from_config(config, instances: int, workers: int | None = None) -> Fleet:
+    """Return a fleet of instances shaped as this process's settings say."""
+    pooled = bool(config.get("DB_WEB_VIA_POOLER"))
+    return Fleet(instances, workers or web_concurrency(), config["DB_POOL_SIZE"],
+                 config["DB_MAX_OVERFLOW"], int(config["DB_REVALIDATION_CONNECTION"]),
+                 PGBOUNCER_DEFAULT_POOL if pooled else None)
 
 
-def check_connection_budget(locks, pool_size: int, max_overflow: int,
-                            revalidation: int = 1) -> str | None:
-    """Log (and return) a warning when the fleet could run out of connections."""
-    limit, reserved, in_use, processes = locks.execute(BUDGET_SQL)[0]
-    usable = limit - reserved
-    need = per_process(pool_size, max_overflow, revalidation)
-    fleet = max(processes, 1) * need
+def web_concurrency() -> int:
+    """Return this instance's gunicorn workers (WEB_CONCURRENCY, 2 by default)."""
+    try:
+        return max(1, int(os.environ.get("WEB_CONCURRENCY", "2")))
+    except ValueError:
+        return 2
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The server's connections now, by soloist instance and role, against its limit."""
+
+    max_connections: int
+    reserved: int
+    by_instance: dict[str, dict[str, int]]  # instance -> role ("lock", "web", ...) -> count
+    other: int  # connections that are not soloist's (psql, a pooler, other apps)
+
+    @property
+    def usable(self) -> int:
+        return self.max_connections - self.reserved
+
+    @property
+    def in_use(self) -> int:
+        return self.other + sum(sum(roles.values()) for roles in self.by_instance.values())
+
+    @property
+    def free(self) -> int:
+        return self.usable - self.in_use
+
+
+def usage(execute) -> Usage:
+    """Read the server's connections by instance and role (execute runs one statement)."""
+    limit, reserved = execute(LIMITS_SQL)[0]
+    by_instance: dict[str, dict[str, int]] = {}
+    other = 0
+    for name, count in execute(ACTIVITY_SQL):
+        found = parse_identity_role(name or "")
+        if found is None:
+            other += count
+            continue
+        role, instance = found
+        roles = by_instance.setdefault(instance, {})
+        roles[role] = roles.get(role, 0) + count
+    return Usage(limit, reserved, dict(sorted(by_instance.items())), other)
+
+
+def scale_up_warning(now: Usage, fleet: Fleet) -> str | None:
+    """Say whether one more instance of fleet's shape would not fit at peak (None: it fits)."""
+    bigger = Fleet(max(len(now.by_instance), fleet.instances) + 1, fleet.workers,
+                   fleet.pool_size, fleet.max_overflow, fleet.revalidation, fleet.pooler_pool)
+    if bigger.peak + now.other <= now.usable:
+        return None
+    return (f"one more instance would not fit: {bigger.instances} instances x "
+            f"{bigger.workers} workers need up to {bigger.peak} connections at peak "
+            f"(+{now.other} others now), and max_connections leaves {now.usable}")
+
+
+def check_connection_budget(locks, config) -> str | None:
+    """Log (and return) a warning when the fleet, or its next instance, could run out of
+    connections (the candidate checks once, when it first connects)."""
+    now = usage(locks.execute)
+    fleet = fleet_from_config(config, max(len(now.by_instance), 1))
     message = None
-    if usable - in_use < need:
-        message = (f"only {usable - in_use} of {usable} database connections are free and one "
-                   f"more worker needs up to {need}")
-    elif fleet > usable:
-        message = (f"{processes} worker processes x (1 lock + 1 scheduler + {revalidation} "
-                   f"revalidation + {pool_size} pool + {max_overflow} overflow) = {fleet} "
-                   f"connections at peak, but max_connections leaves {usable}")
+    if fleet.peak + now.other > now.usable:
+        message = (f"{fleet.instances} instances x {fleet.workers} workers need up to "
+                   f"{fleet.peak} connections at peak, but max_connections leaves "
+                   f"{now.usable} ({now.other} used by others)")
+    else:
+        message = scale_up_warning(now, fleet)
     if message:
         log.warning("connection budget: %s; lower DB_POOL_SIZE/DB_MAX_OVERFLOW or "
-                    "WEB_CONCURRENCY, or use a bigger database plan", message)
+                    "WEB_CONCURRENCY, put PgBouncer in front (DATABASE_CONNECTION_POOL_URL), "
+                    "or use a bigger database plan", message)
     return message
+
+
+def fleet_connections(config) -> dict:
+    """Read the server's connections by instance and role now, with the warning the status
+    page shows when one more instance would not fit."""
+    import sqlalchemy as sa
+
+    from ..extensions import db
+
+    now = usage(lambda sql: db.session.execute(sa.text(sql)).all())
+    fleet = fleet_from_config(config, max(len(now.by_instance), 1))
+    roles = sorted({role for roles in now.by_instance.values() for role in roles},
+                   key=lambda r: (r != "lock", r != "sched", r))
+    return {"usage": now, "roles": roles, "warning": scale_up_warning(now, fleet),
+            "per_instance": fleet.per_instance()}

@@ -29,7 +29,7 @@ from ..leadership.election import RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
 from ..leadership.local import LOCAL_POLL, LocalLease, lease_path
 from ..models import LeaderEvent
-from ..ops.budget import check_connection_budget, connections_per_process
+from ..ops.budget import check_connection_budget
 from ..ops.metrics import observe_tick
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
@@ -75,7 +75,6 @@ class Scheduler:
         self.deferred_since: float | None = None
         self._stopping = threading.Event()
         self.thread: threading.Thread | None = None
-        self.pool = connections_per_process(cfg)
         self.budget_checked = sqlite
         self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
         self.failures = 0  # failed loop iterations in a row
@@ -295,7 +294,7 @@ class Scheduler:
     def _check_budget_once(self) -> None:
         if not self.budget_checked:
             self.budget_checked = True
-            check_connection_budget(self.locks, *self.pool)
+            check_connection_budget(self.locks, self.app.config)
 
     def _follow(self) -> None:
         now = time.monotonic()

@@ -17,6 +17,7 @@ from markupsafe import Markup
 
 from ..accounts.security import role_required
 from ..leadership.status import find_key, shared_snapshot, snapshot
+from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
 
@@ -55,6 +56,7 @@ def index():
     snap = snapshot()
     timeline = build_timeline(snap.as_of)
     return render_template("status/index.html", snap=snap, tl=timeline,
+                           conns=_connections(snap),
                            windows=report(snap.as_of, timeline=timeline),
                            window_minutes=int(WINDOW.total_seconds() // 60))
 
@@ -81,12 +83,17 @@ def _render_live(snap) -> str:
     found = current_app.extensions.get("soloist_status_html")
     if found is None or found[0] is not snap:
         # a new snapshot starts a new store; the swap is one atomic assignment, no lock
-        found = (snap, {})
+        found = (snap, {}, _connections(snap))
         current_app.extensions["soloist_status_html"] = found
     html = found[1].get(key)
     if html is None:
-        html = found[1][key] = render_template("status/_live.html", snap=snap)
+        html = found[1][key] = render_template("status/_live.html", snap=snap, conns=found[2])
     return html
+
+
+def _connections(snap) -> dict | None:
+    """The server's connections by instance and role (None in SQLite mode)."""
+    return None if snap.single_host else fleet_connections(current_app.config)
 
 
 @bp.route("/<name>/<action>", methods=["GET", "POST"])
