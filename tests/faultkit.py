@@ -251,7 +251,17 @@ class FaultFleet:
                             for n in sessions)
         return (len(workers) == expected and all(pid_of(n) in workers for n in sessions)
                 and candidates == sorted(i.name for i in self.instances)
-                and all(k in holders and pid_of(holders[k]) in workers for k in KEYS))
+                and all(k in holders and pid_of(holders[k]) in workers for k in KEYS)
+                and not self.unrecorded_losses(workers))
+
+    def unrecorded_losses(self, workers: set[int]) -> list[tuple]:
+        """Return the evictions of a worker still alive that has not recorded its "lost"
+        yet (a thawed worker writes it when it next runs: not settled until it has)."""
+        rows = self.view.query(
+            "SELECT e.key, e.term, e.holder FROM leader_events e WHERE e.kind = 'evicted' "
+            "AND NOT EXISTS (SELECT 1 FROM leader_events l WHERE l.kind = 'lost' "
+            "AND l.key = e.key AND l.term = e.term AND l.holder = e.holder)")
+        return [row for row in rows if pid_of(row[2]) in workers]
 
     def wait_settled(self, timeout: float = 60) -> None:
         """Wait until settled(); fail at once, with its log, if an instance has exited."""
