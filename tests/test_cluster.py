@@ -364,3 +364,21 @@ def test_two_instances_with_one_name_on_one_host_share_one_candidacy(fleet, flee
     wait_for(lambda: all(pid_of(view.holder(k) or "x:x:0") in second.worker_pids()
                          for k in KEYS), 10, "the second master to lead")
     assert len(view.lock_sessions()) == 1
+
+
+def test_plugin_work_runs_on_its_own_pool_on_the_plugins_leader(fleet, fleet_db):
+    url, view = fleet_db
+    a = fleet("a", workers=2)
+    wait_for(lambda: fleet_ready(view, 1), 30, "a's candidate to lead")
+    token = cli_user(url, "ops@example.com", "admin", "x" * 12)
+    listed = wait_for(lambda: _api(a, token, "GET", "/api/timers", None)["timers"], 30,
+                      "the built-in timers")
+    trim = next(t for t in listed if t["action"].endswith(".trim"))
+    run = _api(a, token, "POST", f"/api/timers/{trim['id']}/run", {})["run"]
+    wait_for(lambda: view.query("SELECT status FROM timer_runs WHERE id = %s",
+                                (run["id"],))[0][0] == "succeeded", 30, "the run to succeed")
+    leader = pid_of(view.holder(PLUGINS_KEY))
+    plugin = [n for n in connections_of(view, leader) if n.startswith("soloist-plugin:")]
+    assert plugin, connections_of(view, leader)  # its own pool, not the web pool's
+    assert not [n for w in a.worker_pids() if w != leader for n in connections_of(view, w)
+                if n.startswith("soloist-plugin:")]

@@ -125,7 +125,7 @@ def test_connection_budget_warns_when_the_fleet_or_its_next_instance_cannot_fit(
 
 
 def test_the_fleet_formula_counts_candidates_and_leaders_not_workers():
-    assert Fleet(25, 4, 3, 1, 1).peak == 25 * (1 + 4 * 5) + 2
+    assert Fleet(25, 4, 3, 1, 1).peak == 25 * (1 + 4 * 5) + 2 + 2  # + the plugin pool
     assert Fleet(25, 4, 3, 1, 1, pooler_pool=20).peak == 25 + 2 + 20
     assert Fleet(25, 4, 3, 1, 1, pooler_pool=20).idle == 27
     assert Fleet(1, 4).scheduler == 1 and Fleet(10, 4).scheduler == 2
@@ -143,7 +143,8 @@ def test_the_heroku_buttons_fleet_fits_its_database_plan():
     dynos = app_json["formation"]["web"]["quantity"] + 1  # heroku ps:scale web=3 fits too
     revalidation = int(env.get("DB_REVALIDATION_CONNECTION", "true") == "true")
     fleet = Fleet(dynos, int(env["WEB_CONCURRENCY"]), int(env["DB_POOL_SIZE"]),
-                  int(env["DB_MAX_OVERFLOW"]), revalidation)
+                  int(env["DB_MAX_OVERFLOW"]), revalidation,
+                  plugin_pool=int(env["PLUGIN_DB_POOL_SIZE"]))
     assert fleet.peak <= PLAN_CONNECTIONS[plan], f"{fleet.peak} connections at peak on {plan}"
 
 
@@ -153,14 +154,14 @@ def test_the_budget_command_prints_a_fleets_needs_with_and_without_a_pooler(app)
                                  "--pool-size", "3", "--max-overflow", "1", "--revalidation"])
     assert result.exit_code == 0, result.output
     peak = next(line for line in result.output.splitlines() if line.startswith("at peak"))
-    assert peak.split()[-2:] == ["527", "47"]
-    assert "no (+430)" in result.output and "most instances of this shape that fit" in result.output
+    assert peak.split()[-2:] == ["529", "47"]
+    assert "no (+432)" in result.output and "most instances of this shape that fit" in result.output
     heroku = runner.invoke(args=["budget", "--instances", "3", "--workers", "2", "--pool-size",
                                  "2", "--max-overflow", "0", "--no-revalidation",
                                  "--max-connections", "20", "--reserved", "0"])
     assert "fits max_connections 20 - 0 reserved = 20?" in heroku.output
     assert next(line for line in heroku.output.splitlines()
-                if line.startswith("at peak")).split()[-2:] == ["17", "25"]
+                if line.startswith("at peak")).split()[-2:] == ["19", "25"]
     refused = runner.invoke(args=["budget", "--instances", "0"])
     assert refused.exit_code == 2 and "--instances" in refused.output
 
@@ -172,10 +173,10 @@ def test_the_status_page_warns_before_the_next_instance_would_not_fit():
     assert parse_identity_role("soloist:web.1:4101:abcdef") == ("lock", "web.1")
     assert parse_identity_role("soloist-sched:web.1:4101:abcdef") == ("sched", "web.1")
     assert parse_identity_role("psql") is None and parse_identity_role("soloist:x") is None
-    shape = Fleet(2, 2, 2, 0, 0)  # the Heroku button's: 5 a dyno at peak, 2 leaders'
+    shape = Fleet(2, 2, 2, 0, 0)  # the Heroku button's: 5 a dyno at peak, 2 + 2 leaders'
     two = Usage(20, 0, {"web.1": {"lock": 1, "sched": 1}, "web.2": {"lock": 1}}, 0)
-    assert scale_up_warning(two, shape) is None  # a third dyno: 3 x 5 + 2 = 17 of 20
+    assert scale_up_warning(two, shape) is None  # a third dyno: 3 x 5 + 4 = 19 of 20
     three = Usage(20, 0, {f"web.{i}": {"lock": 1} for i in (1, 2, 3)}, 0)
     warning = scale_up_warning(three, shape)
-    assert warning and "4 instances x 2 workers need up to 22 connections" in warning
+    assert warning and "4 instances x 2 workers need up to 24 connections" in warning
     assert scale_up_warning(three, Fleet(3, 2, 2, 0, 0, pooler_pool=10)) is None

@@ -62,8 +62,11 @@ def configure_database(app: Flask) -> None:
     options.setdefault("hide_parameters", True)
     if not is_sqlite_url(uri):
         # the scheduler thread uses one connection at a time; the web pool is sized by ops
-        options.setdefault("pool_size", 1 if sched else app.config["DB_POOL_SIZE"])
-        options.setdefault("max_overflow", 0 if sched else app.config["DB_MAX_OVERFLOW"])
+        plugin = app.config["DB_ROLE"] == "plugin"
+        pool = 1 if sched else app.config["PLUGIN_DB_POOL_SIZE"] if plugin else \
+            app.config["DB_POOL_SIZE"]
+        options.setdefault("pool_size", pool)
+        options.setdefault("max_overflow", 0 if sched or plugin else app.config["DB_MAX_OVERFLOW"])
         options.setdefault("pool_pre_ping", True)
         # a request waits for a connection no longer than half the stale bound: past it, 503
         wait = max(1.0, app.config["LEADER_STALE_SECONDS"] / 2)
@@ -151,7 +154,7 @@ def register_scheduler(app: Flask, config: dict | None = None) -> None:
 
     logging.getLogger("soloist").setLevel(logging.INFO)
     if app.config["DB_ROLE"] == "web":
-        process.init_app(app, lambda: scheduler_app(config))
+        process.init_app(app, lambda: scheduler_app(config), lambda: plugin_app(config))
 
 
 def scheduler_app(config: dict | None = None) -> Flask:
@@ -160,3 +163,10 @@ def scheduler_app(config: dict | None = None) -> Flask:
     Its connections (soloist-sched:<instance>:<pid>) never wait behind web requests.
     """
     return create_app({**(config or {}), "DB_ROLE": "sched"})
+
+
+def plugin_app(config: dict | None = None) -> Flask:
+    """Create the app plugin work runs in (timer runs, hooks, webhook sends): its own small
+    pool (PLUGIN_DB_POOL_SIZE, soloist-plugin:<instance>:<pid>), used on the plugins key's
+    leader only, so plugin code never takes the web pool's connections."""
+    return create_app({**(config or {}), "DB_ROLE": "plugin"})

@@ -82,10 +82,10 @@ def on_exit(server):
 
 def post_worker_init(worker):
     """Start this worker's scheduler thread, after the fork; hand over first on SIGTERM."""
-    from webapp import scheduler_app
+    from webapp import plugin_app, scheduler_app
     from webapp.scheduling import process
 
-    process.start(worker.wsgi, scheduler_app)
+    process.start(worker.wsgi, scheduler_app, plugin_app)
     # gunicorn's own SIGTERM handler lets the worker finish its requests, and only then
     # calls worker_exit: a 20 s upload would keep the keys 20 s. Hand them over first.
     graceful = signal.getsignal(signal.SIGTERM)

@@ -8,6 +8,7 @@ public pages' revalidation connection. Behind a transaction pooler
 pooler's clients, and the server sees only the pooler's own pool.
 
     direct:        N x (1 + W x (DB_POOL_SIZE + DB_MAX_OVERFLOW + revalidation)) + 2
+                   + PLUGIN_DB_POOL_SIZE (plugin work's pool, on the plugins leader only)
     behind pooler: N x 1 + 2 + the pooler's pool (PgBouncer's default_pool_size)
 """
 
@@ -47,6 +48,7 @@ class Fleet:
     max_overflow: int = 1
     revalidation: int = 1
     pooler_pool: int | None = None  # the pooler's server connections; None: no pooler
+    plugin_pool: int = 2  # plugin work's pool, on the plugins key's leader only
 
     @property
     def lock(self) -> int:
@@ -62,7 +64,7 @@ class Fleet:
         if self.pooler_pool is not None:
             return self.pooler_pool
         return self.instances * self.workers * (
-            self.pool_size + self.max_overflow + self.revalidation)
+            self.pool_size + self.max_overflow + self.revalidation) + self.plugin_pool
 
     @property
     def peak(self) -> int:
@@ -73,6 +75,11 @@ class Fleet:
         """What an idle fleet holds open: the candidates' lock sessions and the leaders'."""
         return self.lock + self.scheduler
 
+    def resized(self, instances: int) -> "Fleet":
+        """Return the same shape with another number of instances."""
+        return Fleet(instances, self.workers, self.pool_size, self.max_overflow,
+                     self.revalidation, self.pooler_pool, self.plugin_pool)
+
     def per_instance(self) -> int:
         """What one more instance adds at peak."""
         if self.pooler_pool is not None:
@@ -82,9 +89,7 @@ class Fleet:
     def most_instances(self, usable: int) -> int:
         """Return the most instances of this shape that fit in usable connections."""
         count = 0
-        while count < 10_000 and Fleet(count + 1, self.workers, self.pool_size,
-                                       self.max_overflow, self.revalidation,
-                                       self.pooler_pool).peak <= usable:
+        while count < 10_000 and self.resized(count + 1).peak <= usable:
             count += 1
         return count
 
@@ -94,7 +99,8 @@ def fleet_from_config(config, instances: int, workers: int | None = None) -> Fle
     pooled = bool(config.get("DB_WEB_VIA_POOLER"))
     return Fleet(instances, workers or web_concurrency(), config["DB_POOL_SIZE"],
                  config["DB_MAX_OVERFLOW"], int(config["DB_REVALIDATION_CONNECTION"]),
-                 PGBOUNCER_DEFAULT_POOL if pooled else None)
+                 PGBOUNCER_DEFAULT_POOL if pooled else None,
+                 config.get("PLUGIN_DB_POOL_SIZE", 2))
 
 
 def web_concurrency() -> int:
@@ -145,8 +151,7 @@ def usage(execute) -> Usage:
 
 def scale_up_warning(now: Usage, fleet: Fleet) -> str | None:
     """Say whether one more instance of fleet's shape would not fit at peak (None: it fits)."""
-    bigger = Fleet(max(len(now.by_instance), fleet.instances) + 1, fleet.workers,
-                   fleet.pool_size, fleet.max_overflow, fleet.revalidation, fleet.pooler_pool)
+    bigger = fleet.resized(max(len(now.by_instance), fleet.instances) + 1)
     if bigger.peak + now.other <= now.usable:
         return None
     return (f"one more instance would not fit: {bigger.instances} instances x "

@@ -20,6 +20,8 @@ from .budget import PGBOUNCER_DEFAULT_POOL, Fleet
 @click.option("--revalidation/--no-revalidation", default=None,
               help="Public 304s' own connection per worker [default: "
                    "DB_REVALIDATION_CONNECTION].")
+@click.option("--plugin-pool", type=click.IntRange(1, 1_000), default=None,
+              help="Plugin work's pool, on the plugins leader [default: PLUGIN_DB_POOL_SIZE].")
 @click.option("--pooler-pool", type=click.IntRange(1, 10_000),
               default=PGBOUNCER_DEFAULT_POOL, show_default=True,
               help="Server connections of the pooler (PgBouncer's default_pool_size).")
@@ -27,8 +29,8 @@ from .budget import PGBOUNCER_DEFAULT_POOL, Fleet
               show_default=True, help="The server's max_connections (a plan's limit).")
 @click.option("--reserved", type=click.IntRange(0, 1_000), default=3, show_default=True,
               help="superuser_reserved_connections.")
-def budget_command(instances, workers, pool_size, max_overflow, revalidation, pooler_pool,
-                   max_connections, reserved) -> None:
+def budget_command(instances, workers, pool_size, max_overflow, revalidation, plugin_pool,
+                   pooler_pool, max_connections, reserved) -> None:
     """Print the database connections a fleet needs at peak and idle, direct and behind
     a transaction pooler, and how many instances fit."""
     from .budget import web_concurrency
@@ -39,7 +41,8 @@ def budget_command(instances, workers, pool_size, max_overflow, revalidation, po
         pool_size=pool_size if pool_size is not None else cfg["DB_POOL_SIZE"],
         max_overflow=max_overflow if max_overflow is not None else cfg["DB_MAX_OVERFLOW"],
         revalidation=int(cfg["DB_REVALIDATION_CONNECTION"] if revalidation is None
-                         else revalidation))
+                         else revalidation),
+        plugin_pool=plugin_pool or cfg["PLUGIN_DB_POOL_SIZE"])
     direct = Fleet(instances, **shape)
     pooled = Fleet(instances, **shape, pooler_pool=pooler_pool)
     usable = max_connections - reserved
@@ -48,7 +51,8 @@ def budget_command(instances, workers, pool_size, max_overflow, revalidation, po
         ("lock sessions (1 per instance: its candidate)", direct.lock, pooled.lock),
         ("scheduler connections (the leaders', 2 at most)", direct.scheduler,
          pooled.scheduler),
-        (f"web pools + revalidation ({shape['workers']} workers x {each})", direct.web,
+        (f"web pools + revalidation ({shape['workers']} workers x {each}) + plugin pool "
+         f"({shape['plugin_pool']})", direct.web,
          f"{pooled.web} (the pooler's)"),
         ("at peak", direct.peak, pooled.peak),
         ("idle", direct.idle, pooled.idle),
@@ -64,8 +68,8 @@ def budget_command(instances, workers, pool_size, max_overflow, revalidation, po
     click.echo(f"{'':{width}}  {'direct':>10}  {'behind a pooler':>18}")
     for label, left, right in rows:
         click.echo(f"{label:{width}}  {left!s:>10}  {right!s:>18}")
-    click.echo("\nDirect: instances x (1 + workers x (pool + overflow + revalidation)) + 2. "
-               "Behind a pooler: instances + 2 + the pooler's pool.")
+    click.echo("\nDirect: instances x (1 + workers x (pool + overflow + revalidation)) + 2 "
+               "+ plugin pool. Behind a pooler: instances + 2 + the pooler's pool.")
 
 
 def _fits(need: int, usable: int) -> str:

@@ -50,13 +50,15 @@ DB_ERRORS = LOCK_ERRORS
 class Scheduler:
     """Leadership plus the ticks of the keys this process leads."""
 
-    def __init__(self, app: Flask, locks=None, tick_app: Flask | None = None) -> None:
+    def __init__(self, app: Flask, locks=None, tick_app: Flask | None = None,
+                 plugin_app: Flask | None = None) -> None:
         cfg = app.config
         self.app = app
         # the ticks' own connections (scheduler_app), so they never wait behind web requests;
-        # plugin code runs on the web app's (webapp.scheduling.workers)
+        # plugin code on its own small pool (webapp.plugin_app), else the web app's
         self.tick_app = tick_app or app
-        self.tick_app.extensions["soloist.plugin_app"] = app
+        self.plugin_app = plugin_app or app
+        self.tick_app.extensions["soloist.plugin_app"] = self.plugin_app
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
                                            server_options(cfg), client_keepalives(cfg))
         self.leadership = Leadership(
@@ -174,9 +176,9 @@ class Scheduler:
         if not workers.drain(DRAIN_SECONDS):
             log.warning("plugin runs still in flight after %.0f s; the next leader will "
                         "time them out", DRAIN_SECONDS)
-        if self.tick_app is not self.app:
-            with self.tick_app.app_context():
-                db.engine.dispose()  # the ticks' own connections end with the thread
+        for app in {self.tick_app, self.plugin_app} - {self.app}:
+            with app.app_context():
+                db.engine.dispose()  # the ticks' and plugins' own connections end with it
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:
@@ -230,11 +232,10 @@ class Scheduler:
         """Close the ticks' connection of a process that leads nothing (a standby wrote an
         alert or an event through it, or it just lost its keys): followers cost the
         database their lock session only; the next lead opens it again."""
-        if self.tick_app is self.app:
-            return
-        with self.tick_app.app_context():
-            if db.engine.pool.checkedin():
-                db.engine.dispose()
+        for app in {self.tick_app, self.plugin_app} - {self.app}:
+            with app.app_context():
+                if db.engine.pool.checkedin():
+                    db.engine.dispose()
 
     def _candidate(self) -> bool:
         """Return whether this worker is its instance's candidate, taking the lease if free.
