@@ -64,9 +64,11 @@ def test_a_matching_conditional_request_is_a_304_with_no_body_and_nothing_render
         client.set_cookie(app.config["SESSION_COOKIE_NAME"], "ended-long-ago")
     etag, modified = validators(client, url)
     for headers in ({"If-None-Match": etag}, {"If-Modified-Since": modified},
-                    {"If-None-Match": f'W/"other", {etag}'}, {"If-None-Match": "*"}):
+                    {"If-None-Match": f'W/"other", {etag}'}):
         status, body, rendered = renders(app, client, url, **headers)
         assert (status, body, rendered) == (304, b"", []), headers
+    # "*" matches any page that exists: the view finds out (it renders), then says 304
+    assert renders(app, client, url, **{"If-None-Match": "*"})[:2] == (304, b"")
     status, _, rendered = renders(app, client, url, **{"If-None-Match": 'W/"other"'})
     assert status == 200 and rendered
     # If-None-Match decides when sent: a stale ETag is not rescued by the date
@@ -206,3 +208,22 @@ def test_the_feeds_updated_moves_forward_when_a_post_is_unpublished(app, hello):
         posts.unpublish_post(second)
     after = ET.fromstring(client.get("/feed.xml").data).findtext(f"{ATOM}updated")
     assert datetime.fromisoformat(after) > datetime.fromisoformat(before)
+
+
+@pytest.mark.parametrize("cookie", [None, "session"], ids=["before-flask", "in-the-view"])
+@pytest.mark.parametrize("headers", [
+    {"If-None-Match": "*"}, {"If-Modified-Since": "Fri, 01 Jan 9000 00:00:00 GMT"},
+], ids=["star", "year-9000"])
+def test_a_page_that_does_not_exist_is_a_404_whatever_the_conditional_headers(
+        app, hello, cookie, headers):
+    """It answered 304 public: RFC 9110 makes If-None-Match: * false with no current page."""
+    client = app.test_client()
+    if cookie:
+        client.set_cookie(app.config["SESSION_COOKIE_NAME"], "ended-long-ago")
+    for url in ("/?page=49999", "/posts/no-such-post"):
+        response = client.get(url, headers=headers)
+        assert response.status_code == 404, (url, headers)
+        assert "public" not in response.headers.get("Cache-Control", "")
+    # a date later than now is no copy's date: the page is sent whole
+    assert client.get("/", headers={"If-Modified-Since": "Fri, 01 Jan 9000 00:00:00 GMT"}
+                      ).status_code == 200

@@ -55,16 +55,27 @@ def matches(validators: Validators) -> bool:
         request.headers.get("If-Modified-Since"))
 
 
+def star_matches() -> bool:
+    """Return whether the request sent If-None-Match: * (true of any page that exists)."""
+    return request.method in ("GET", "HEAD") and parse_etags(
+        request.headers.get("If-None-Match")).star_tag
+
+
 def headers_match(validators: Validators, if_none_match: str | None,
                   if_modified_since: str | None) -> bool:
     """Return whether conditional headers as sent match validators.
 
-    If-None-Match decides when sent (weak comparison, "*" included); If-Modified-Since
-    only without it, as RFC 9110 says.
+    If-None-Match decides when sent (weak comparison); If-Modified-Since only without it,
+    as RFC 9110 says. "*" matches only a page that exists, which the validators cannot
+    tell: it is not a match here (the view renders, and answers 404 or 200). A date later
+    than now is no date a copy could have been made at, and is ignored.
     """
     if if_none_match:
-        return parse_etags(if_none_match).contains_weak(validators.etag)
+        etags = parse_etags(if_none_match)
+        return not etags.star_tag and etags.contains_weak(validators.etag)
     since, modified = parse_date(if_modified_since), _settled(validators.last_modified)
+    if since is not None and since > datetime.now(UTC):
+        return False
     return since is not None and modified is not None and modified <= since
 
 

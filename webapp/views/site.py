@@ -69,7 +69,10 @@ def _respond(validators: httpcache.Validators, render: Callable[[], str | Respon
         return httpcache.private(make_response(render()))
     if httpcache.matches(validators):
         return httpcache.not_modified(validators)
-    return httpcache.public(make_response(render()), validators)
+    response = make_response(render())  # a page that does not exist is a 404 here
+    if httpcache.star_matches() and response.status_code == 200:
+        return httpcache.not_modified(validators)
+    return httpcache.public(response, validators)
 
 
 def page_number(raw: str) -> int | None:
@@ -95,9 +98,14 @@ def post_validators(found) -> httpcache.Validators:
 
 
 def listing_validators(kind: str, site: state.SiteInfo, *parts) -> httpcache.Validators:
-    """Return what the index (kind "i", parts the page) or the feed ("f") validates against."""
+    """Return what the index (kind "i", parts the page) or the feed ("f") validates against.
+
+    A page of the index past the first may not exist (404), which these validators cannot
+    tell: it has no Last-Modified, so only its ETag, from a copy it served, makes a 304.
+    """
+    deep = kind == "i" and parts and parts[0] != 1
     return httpcache.Validators(_etag(kind, site.version, site.changed_at, *parts),
-                                site.changed_at)
+                                None if deep else site.changed_at)
 
 
 @bp.get("/")
