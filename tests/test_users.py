@@ -164,3 +164,60 @@ def test_a_one_time_password_never_travels_in_the_session_cookie(app, auth):
     with admin.session_transaction() as session:
         assert password not in repr(dict(session))
     assert password not in text(admin.get("/admin/users/"))
+
+
+LOOK_ALIKES = {
+    "zero-width space": ("acc-admin@example.com\u200b", "invisible or direction", "U+200B"),
+    "right-to-left override": ("acc-\u202eadmin@example.com", "invisible or direction",
+                               "U+202E"),
+    "Cyrillic і": ("acc-adm\u0456n@example.com", "mixes Cyrillic and Latin letters", "і"),
+}
+
+
+def test_look_alike_addresses_of_an_admin_are_refused_and_one_spelling_is_one_account(
+        app, auth):
+    """An outside sweep made three: each showed as the real admin in the users list."""
+    admin = auth.client("admin")
+    add_user(app, "acc-admin@example.com", "admin")
+    for name, (email, reason, detail) in LOOK_ALIKES.items():
+        refused = post_form(admin, "/admin/users/", {"email": email, "role": "editor"})
+        assert refused.status_code == 422, name
+        assert reason in text(refused) and detail in text(refused), name
+    # NFKC: a full-width spelling is the same address as the plain one, so it is taken
+    wide = post_form(admin, "/admin/users/", {"email": "ＡＣＣ-admin@example.com",
+                                              "role": "editor"})
+    assert wide.status_code == 422 and "exists already" in text(wide)
+    made = post_form(admin, "/admin/users/", {"email": "Zoë@Example.com", "role": "editor"})
+    assert made.status_code == 201  # one script, however far from ASCII
+    assert user(app, "zoë@example.com").role == "editor"
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(User)) == 3
+
+
+def test_an_address_stored_before_the_rules_shows_its_hidden_characters(app, auth):
+    with app.app_context():  # as a row written before addresses were checked
+        db.session.add(User(email="acc-admin@example.com\u200b", role="editor", active=True,
+                            timezone="", password_hash="x"))
+        db.session.commit()
+    page = text(auth.client("admin").get("/admin/users/"))
+    assert "acc-admin@example.comU+200B" in page and "\u200b" not in page
+
+
+def test_the_sessions_page_shows_a_browsers_name_as_it_sent_it(app, auth):
+    """A server hands a UTF-8 header over as Latin-1 text (PEP 3333): it showed mojibake."""
+    sent = "Navigateur Zoë/1.0 ✓"
+    client = app.test_client()
+    signed_in = auth.login("editor", client=client, headers={
+        "User-Agent": sent.encode("utf-8").decode("latin-1")})
+    assert signed_in.status_code == 302
+    page = text(client.get("/settings"))
+    assert sent in page and "Ã«" not in page
+
+
+def test_addresses_in_one_script_are_welcome_whatever_the_script():
+    from webapp.accounts.emails import clean_email
+
+    for email in ("zoë@example.com", "δοκιμή@example.com", "テスト@example.jp",
+                  "日本語のテスト@example.jp", "ада@пример.рф"):
+        assert clean_email(email) == email
+    assert clean_email(" ＡＣＣ-Admin@Example.com ") == "acc-admin@example.com"

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.cli import with_appcontext
 
+from .accounts.emails import EmailError, clean_email, normalise
 from .accounts.tokens import create_token, revoke_tokens
 from .accounts.users import user_target
 from .extensions import db
@@ -39,7 +40,11 @@ def ensure_admin(email: str) -> None:
         click.echo("An admin user exists already.")
         return
     password = secrets.token_urlsafe(12)
-    user = User(email=email.lower(), role="admin", active=True, timezone="")  # browser's at sign-in
+    try:
+        email = clean_email(email)
+    except EmailError as exc:
+        raise click.BadParameter(str(exc), param_hint="--email") from None
+    user = User(email=email, role="admin", active=True, timezone="")  # browser's at sign-in
     user.set_password(password)
     _add_user(user)
     click.echo(f"Created admin user {email} with password: {password}")
@@ -54,9 +59,10 @@ def ensure_admin(email: str) -> None:
               help="IANA zone, e.g. Europe/Paris (default: the browser's at first sign-in)")
 def create_user(email: str, role: str, password: str | None, zone: str) -> None:
     """Create a user (prompts for the password unless --password is given)."""
-    email = email.strip().lower()
-    if "@" not in email:
-        raise click.BadParameter("not an email address", param_hint="EMAIL")
+    try:
+        email = clean_email(email)
+    except EmailError as exc:
+        raise click.BadParameter(str(exc), param_hint="EMAIL") from None
     if db.session.scalar(sa.select(User.id).where(User.email == email)) is not None:
         raise click.ClickException(f"a user with email {email} exists already")
     if zone and not is_zone(zone):
@@ -79,7 +85,7 @@ def _add_user(user: User) -> None:
 
 
 def _user(email: str) -> User:
-    user = db.session.scalar(sa.select(User).where(User.email == email.strip().lower()))
+    user = db.session.scalar(sa.select(User).where(User.email == normalise(email)))
     if user is None:
         raise click.ClickException(f"no user has the email {email}")
     return user

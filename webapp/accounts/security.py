@@ -20,6 +20,9 @@ UPLOAD_LIMIT = 2 * 1024 * 1024
 
 def init_app(app: Flask) -> None:
     """Set up Flask-Login, CSRF protection and safe session cookies."""
+    from .emails import shown
+
+    app.add_template_filter(shown, "email_shown")
     login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Please sign in to see that page."

@@ -7,6 +7,7 @@ leaked SECRET_KEY alone no longer opens an account: forging a cookie needs a liv
 """
 
 import secrets
+import unicodedata
 from datetime import timedelta
 
 import sqlalchemy as sa
@@ -29,11 +30,23 @@ ENDED_BY_USER = "ended by its user"
 EXPIRED = "expired"
 
 
+def header_text(raw: str) -> str:
+    """Return a request header's text as its sender wrote it: WSGI hands headers over as
+    Latin-1, so UTF-8 bytes arrive as mojibake ("Ã©" for "é"); decode them as UTF-8 when
+    they are, and write any control or invisible character as its code point."""
+    try:
+        text = raw.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        text = raw
+    return "".join(f"U+{ord(c):04X}" if unicodedata.category(c) in ("Cc", "Cf") else c
+                   for c in text)
+
+
 def start_session(user: User, address: str, user_agent: str) -> str:
     """Record a new session for user and return its secret (for the cookie only)."""
     secret = secrets.token_urlsafe(32)
     record = UserSession(user_id=user.id, secret_hash=hash_token(secret),
-                         address=address[:64], user_agent=user_agent[:200])
+                         address=address[:64], user_agent=header_text(user_agent)[:200])
     db.session.add(record)
     db.session.flush()  # the audit row names the session's id (never its secret)
     audit.record("session.start", audit.target("session", record.id, user.email),

@@ -4,7 +4,6 @@ Anything that should end a user's access (a password change or reset, deactivati
 ends their sessions and revokes their API tokens in the same step.
 """
 
-import re
 import secrets
 from functools import cache
 
@@ -16,16 +15,16 @@ from ..models import User
 from ..ops import audit
 from ..refusals import Refused
 from . import sessions
+from .emails import EmailError, clean_email, normalise
 from .tokens import revoke_tokens
 
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 MIN_PASSWORD = 10
 MAX_USER_ID = 2**31 - 1  # users.id is an INTEGER: a larger id in a URL names nobody
 
 
 def find_user(email: str) -> User | None:
-    """Return the user with this (lower-case) email, if any."""
-    return db.session.scalar(sa.select(User).where(User.email == email))
+    """Return the user with this email (in its one stored spelling), if any."""
+    return db.session.scalar(sa.select(User).where(User.email == normalise(email)))
 
 
 def get_user(user_id: int) -> User | None:
@@ -74,12 +73,14 @@ def one_time_password() -> str:
 
 def create_account(email: str, role: str) -> tuple[User, str]:
     """Create an active user with a one-time password they must change; return both."""
-    email = email.strip().lower()
     errors = {}
-    if not EMAIL.match(email) or len(email) > 254:
-        errors["email"] = "Type an email address, like ada@example.com."
-    elif db.session.scalar(sa.select(User.id).where(User.email == email)) is not None:
-        errors["email"] = "A user with this email exists already."
+    try:
+        email = clean_email(email)
+    except EmailError as exc:
+        errors["email"] = str(exc)
+    else:
+        if db.session.scalar(sa.select(User.id).where(User.email == email)) is not None:
+            errors["email"] = "A user with this email exists already."
     if role not in User.ROLES:
         errors["role"] = "Pick admin, editor or viewer."
     if errors:

@@ -13,6 +13,7 @@ from flask import (
 from flask_login import current_user, login_required, login_user, logout_user
 
 from ..accounts import sessions, throttle
+from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
 from ..accounts.users import (
@@ -39,7 +40,7 @@ def login():
         return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
     if request.method != "POST":  # GET or HEAD: never a write
         return render_template("auth/login.html", email="", next=next_url)
-    email = request.form.get("email", "").strip().lower()[:254]
+    email = normalise(request.form.get("email", ""))[:254]
     address = client_address()
     wait = throttle.wait_seconds(email, address)
     if wait:
