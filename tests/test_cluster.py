@@ -149,6 +149,10 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(fleet, fleet_d
     fleet("a", workers=1)
     wait_for(lambda: fleet_ready(view, 1), 30, "a to lead")
     holder = view.holder(PUBLISH_KEY)
+    # pg_locks shows both keys the moment the poll takes them; their terms are recorded one
+    # after the other: cut the session before the second and that key's first term is 2nd
+    wait_for(lambda: term(view, PUBLISH_KEY) == 1 and term(view, PLUGINS_KEY) == 1, 10,
+             "both terms to be recorded")
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         pid = view.query("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
                          "AND datname = current_database()",
