@@ -62,6 +62,64 @@ def test_a_stranger_guessing_from_elsewhere_cannot_lock_the_owner_out(app, auth)
     assert owner.status_code == 302
 
 
+HOTEL = "100.64.7.9"  # a network the owner's browser never used
+
+
+def _owner_browser(app, auth):
+    """The owner's browser after one sign-in there (it keeps its device cookie), signed out."""
+    add_user(app, "ada@example.com", "admin")
+    owner = app.test_client()
+    assert auth.login(email="ada@example.com", address=OWNER, client=owner,
+                      headers={"User-Agent": "Ada's laptop"}).status_code == 302
+    assert owner.get_cookie("soloist_device") is not None
+    auth.logout(owner)
+    return owner
+
+
+def _stranger_guesses(app, auth, count: int = 12) -> None:
+    stranger = app.test_client()
+    for _ in range(count):
+        auth.login(email="ada@example.com", password="guess", address=STRANGER, client=stranger)
+
+
+def test_the_owners_browser_keeps_its_allowance_on_a_network_it_never_used(app, auth):
+    """A stranger's 12 guesses made the owner's own browser wait up to 5 minutes at a
+    hotel: the per-account wait trusted addresses, not devices (issue 24)."""
+    owner = _owner_browser(app, auth)
+    _stranger_guesses(app, auth)
+    fresh = auth.login(email="ada@example.com", address=HOTEL, client=app.test_client())
+    assert fresh.status_code == 429  # without a device cookie: today's limits
+    assert auth.login(email="ada@example.com", address=HOTEL, client=owner).status_code == 302
+    assert "Ada&#39;s laptop" in text(owner.get("/settings"))  # listed as a trusted browser
+
+
+def test_failures_from_a_trusted_browser_count_against_it_alone(app, auth):
+    owner = _owner_browser(app, auth)
+    answers = [auth.login(email="ada@example.com", password="typo", address=HOTEL,
+                          client=owner).status_code for _ in range(6)]
+    assert answers == [401] * 5 + [429]  # its own allowance, spent
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(LoginFailure).where(
+            LoginFailure.device_id.is_not(None))) == 5
+    # a forged or foreign cookie is no device: the request is a stranger's
+    forged = app.test_client()
+    forged.set_cookie("soloist_device", "1.not-the-secret")
+    assert auth.login(email="ada@example.com", password="x", address=HOTEL,
+                      client=forged).status_code == 429
+
+
+def test_a_password_reset_forgets_the_trusted_browsers(app, auth):
+    owner = _owner_browser(app, auth)
+    with app.app_context():
+        ada = db.session.scalar(sa.select(User).where(User.email == "ada@example.com"))
+        ada_id = ada.id
+    reset = post_form(auth.client("admin", email="root@example.com"),
+                      f"/admin/users/{ada_id}/reset-password")
+    assert reset.status_code in (200, 303)
+    _stranger_guesses(app, auth)
+    assert auth.login(email="ada@example.com", address=HOTEL, client=owner).status_code == 429
+
+
 def test_past_five_failures_an_account_makes_strangers_wait_longer_each_time(app, auth):
     add_user(app, "ada@example.com")
     add_failures(app, 5, "ada@example.com", STRANGER, ago=timedelta(seconds=0.5))

@@ -38,10 +38,19 @@ def address_bucket(address: str) -> str:
     return str(ip)
 
 
-def wait_seconds(email: str, address: str) -> int:
-    """Return how many seconds this sign-in must wait before a try (0: try now)."""
+FREE_PER_DEVICE = 5  # on one account, from one browser that signed in to it before
+
+
+def wait_seconds(email: str, address: str, device_id: int | None = None) -> int:
+    """Return how many seconds this sign-in must wait before a try (0: try now).
+
+    device_id names the trusted browser the request came from (its device cookie, valid for
+    this account): then only that browser's own failures count, wherever it is.
+    """
     now = utcnow()
     since = now - WINDOW
+    if device_id is not None:
+        return _wait(LoginFailure.device_id == device_id, since, now, FREE_PER_DEVICE)
     wait = _wait(LoginFailure.address == address, since, now, FREE_PER_ADDRESS)
     if is_known_address(email, address):
         # the owner's own address: only the failures from here count against the account
@@ -60,19 +69,22 @@ def _wait(where, since, now, free: int) -> int:
     return max(0, math.ceil((last + delay - now).total_seconds()))
 
 
-def record_failure(email: str, address: str) -> None:
-    """Remember one failed sign-in."""
-    db.session.add(LoginFailure(email=email[:254], address=address))
+def record_failure(email: str, address: str, device_id: int | None = None) -> None:
+    """Remember one failed sign-in (and the trusted browser it came from, if any)."""
+    db.session.add(LoginFailure(email=email[:254], address=address, device_id=device_id))
     db.session.commit()
 
 
-def clear_failures(email: str, address: str) -> None:
-    """Forget the failures on an account from the address that just signed in to it.
+def clear_failures(email: str, address: str, device_id: int | None = None) -> None:
+    """Forget the failures on an account from the address (and the browser) that just
+    signed in to it.
 
     A stranger's failures from elsewhere stay: the account stays slow for them.
     """
-    db.session.execute(sa.delete(LoginFailure).where(
-        LoginFailure.email == email, LoginFailure.address == address))
+    mine = sa.and_(LoginFailure.email == email, LoginFailure.address == address)
+    if device_id is not None:
+        mine = sa.or_(mine, LoginFailure.device_id == device_id)
+    db.session.execute(sa.delete(LoginFailure).where(mine))
     db.session.commit()
 
 

@@ -14,7 +14,7 @@ from ..extensions import db
 from ..models import User
 from ..ops import audit
 from ..refusals import Refused
-from . import sessions
+from . import devices, sessions
 from .emails import EmailError, clean_email, normalise
 from .tokens import revoke_tokens
 
@@ -112,6 +112,7 @@ def end_access(user: User, why: str, keep: str | None = None) -> None:
     """
     sessions.end_sessions(user, why, keep=keep)
     revoke_tokens(user, why)
+    devices.revoke_all(user, keep_current=keep is not None)  # its sign-ins' device cookies
 
 
 def end_one(user: User, *, session_id: int | None = None, token_id: int | None = None,

@@ -71,6 +71,25 @@ class LoginFailure(db.Model):
     email: Mapped[str] = mapped_column(sa.String(254))
     address: Mapped[str] = mapped_column(sa.String(64))
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # the trusted browser the failure came from (its device cookie), if it sent one
+    device_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)
+
+
+class UserDevice(db.Model):
+    """A browser that signed in to an account: its device cookie holds a random secret, the
+    server its SHA-256 (OWASP's device cookies). Failures from it count against it alone,
+    so neither a stranger's guessing nor a list of addresses locks its owner out."""
+
+    __tablename__ = "user_devices"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"),
+                                         index=True)
+    secret_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    user_agent: Mapped[str] = mapped_column(sa.String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class UserSession(db.Model):

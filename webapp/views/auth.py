@@ -12,7 +12,7 @@ from flask import (
 )
 from flask_login import current_user, login_required, login_user, logout_user
 
-from ..accounts import sessions, throttle
+from ..accounts import devices, sessions, throttle
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -42,7 +42,9 @@ def login():
         return render_template("auth/login.html", email="", next=next_url)
     email = normalise(request.form.get("email", ""))[:254]
     address = client_address()
-    wait = throttle.wait_seconds(email, address)
+    trusted = devices.presented(email)  # a browser that signed in to this account before
+    device_id = trusted.id if trusted else None
+    wait = throttle.wait_seconds(email, address, device_id)
     if wait:
         # answered at once, the password unchecked: no thread waits, no guess is tried
         flash(f"Too many failed sign-ins. Try again in {throttle.wait_message(wait)}.", "error")
@@ -50,10 +52,12 @@ def login():
         return page, 429, {"Retry-After": str(wait)}
     user = check_credentials(email, request.form.get("password", ""))
     if user is None:
-        throttle.record_failure(email, address)
+        throttle.record_failure(email, address, device_id)
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
-    throttle.clear_failures(email, address)
+    throttle.clear_failures(email, address, device_id)
+    devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
+    db.session.commit()
     _adopt_browser_zone(user, request.form.get("zone", ""))
     _start(user, address)
     if user.must_change_password:
@@ -95,6 +99,7 @@ def _settings_page(status: int = 200, **context):
     page = render_template(
         "auth/settings.html", zones=sorted(zone_names()),
         sessions=sessions.list_sessions(current_user), tokens=list_tokens(current_user),
+        devices=devices.listed(current_user),
         this_session=getattr(current_user, "session_id", None),
         end_session_url=lambda s: url_for("auth.end_own_session", session_id=s.id),
         revoke_token_url=lambda t: url_for("auth.revoke_api_token", token_id=t.id), **context)

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from ..accounts import sessions
+from ..accounts import devices, sessions
 from ..accounts.security import role_required
 from ..accounts.tokens import list_tokens
 from ..accounts.users import (
@@ -107,6 +107,7 @@ def access(user_id: int):
     user = _user_or_404(user_id)
     return render_template(
         "users/access.html", user=user, sessions=sessions.list_sessions(user),
+        devices=devices.listed(user),
         tokens=list_tokens(user),
         end_session_url=lambda s: url_for("users.end_session", user_id=user.id,
                                           session_id=s.id),
