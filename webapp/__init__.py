@@ -124,6 +124,7 @@ def register_blueprints(app: Flask) -> None:
         sitesettings,
         status,
         timers,
+        two_factor,
         users,
         webhooks,
     )
@@ -131,7 +132,7 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
-                   plugins, webhooks, metrics, audit, sitesettings, favicon):
+                   plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor):
         app.register_blueprint(module.bp)
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
 

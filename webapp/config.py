@@ -217,6 +217,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "DEBUG": debug,
         "TESTING": testing,
         "SECRET_KEY": env.get("SECRET_KEY") or None,
+        # earlier keys, newest first, still accepted after a rotation (sessions, TOTP secrets)
+        "SECRET_KEY_FALLBACKS": [k.strip() for k in env.get("SECRET_KEY_FALLBACKS", "")
+                                 .split(",") if k.strip()],
         "SITE_URL": site_url(env),
         # the public site's name and description until an admin sets them (Site settings)
         "SITE_NAME": env.get("SITE_NAME", "").strip() or "Soloist",

@@ -14,7 +14,7 @@ from ..extensions import db
 from ..models import User
 from ..ops import audit
 from ..refusals import Refused
-from . import devices, sessions
+from . import devices, sessions, totp
 from .emails import EmailError, clean_email, normalise
 from .tokens import revoke_tokens
 
@@ -141,13 +141,17 @@ def sign_out_everywhere(user: User, why: str = sessions.ENDED_BY_ADMIN) -> None:
 
 
 def reset_password(user: User) -> str:
-    """Give user a new one-time password, ending their sessions and tokens; return it."""
+    """Give user a new one-time password, ending their sessions and tokens and switching
+    two-factor off (the account's recovery: they set it up again); return it."""
     password = one_time_password()
     user.set_password(password)
     user.must_change_password = True
+    had_two_factor = totp.is_on(user)
+    totp.turn_off(user)
     end_access(user, sessions.PASSWORD_RESET)
     audit.record("user.reset_password", user_target(user),
-                 {"sign_in": "with a one-time password"})  # never the password itself
+                 {"sign_in": "with a one-time password",  # never the password itself
+                  "two_factor": "turned off" if had_two_factor else "was off"})
     db.session.commit()
     return password
 

@@ -1,6 +1,6 @@
 """Re-export the typed models, one module per concept; import them from here."""
 
-from .accounts import ApiToken, LoginFailure, User, UserDevice, UserSession
+from .accounts import ApiToken, LoginFailure, RecoveryCode, User, UserDevice, UserSession
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
@@ -20,6 +20,7 @@ __all__ = [
     "LeaderEvent",
     "LeaderState",
     "LoginFailure",
+    "RecoveryCode",
     "UserDevice",
     "OutboxEvent",
     "PluginDocument",

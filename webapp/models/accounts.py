@@ -23,6 +23,11 @@ class User(db.Model):
     timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC", server_default="UTC")
     must_change_password: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # TOTP two-factor (webapp.accounts.totp): the secret encrypted with a key derived from
+    # SECRET_KEY; on once confirmed with a typed code; the last time step a code was used
+    totp_secret: Mapped[str | None] = mapped_column(sa.String(255))
+    totp_on_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    totp_last_step: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
 
     ROLES = ("admin", "editor", "viewer")
     RANK = {"viewer": 1, "editor": 2, "admin": 3}
@@ -73,6 +78,18 @@ class LoginFailure(db.Model):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     # the trusted browser the failure came from (its device cookie), if it sent one
     device_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)
+
+
+class RecoveryCode(db.Model):
+    """A single-use code that stands in for the authenticator app: only its SHA-256 kept."""
+
+    __tablename__ = "recovery_codes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"),
+                                         index=True)
+    code_hash: Mapped[str] = mapped_column(sa.String(64))
+    used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class UserDevice(db.Model):

@@ -1,5 +1,7 @@
 """Sign in, sign out, and the signed-in user's own settings, sessions and API tokens."""
 
+import time
+
 from flask import (
     Blueprint,
     abort,
@@ -12,7 +14,7 @@ from flask import (
 )
 from flask_login import current_user, login_required, login_user, logout_user
 
-from ..accounts import devices, sessions, throttle
+from ..accounts import devices, sessions, throttle, totp
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -55,15 +57,65 @@ def login():
         throttle.record_failure(email, address, device_id)
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
-    throttle.clear_failures(email, address, device_id)
+    if totp.is_on(user):  # the password was right: now the code, before any session
+        session.clear()
+        session["second_factor"] = {"user": user.id, "at": time.time(), "next": next_url,
+                                    "zone": request.form.get("zone", "")}
+        return redirect(url_for("auth.second_factor"), code=303)
+    return _signed_in(user, address, device_id, next_url, request.form.get("zone", ""))
+
+
+def _signed_in(user: User, address: str, device_id: int | None, next_url: str, zone: str):
+    """Finish a sign-in whose every proof is in: forget this browser's failures, trust it,
+    start the session."""
+    throttle.clear_failures(user.email, address, device_id)
     devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
     db.session.commit()
-    _adopt_browser_zone(user, request.form.get("zone", ""))
+    _adopt_browser_zone(user, zone)
     _start(user, address)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
     return redirect(next_url if is_safe_next(next_url) else url_for("dashboard.index"))
+
+
+SECOND_FACTOR_SECONDS = 300  # how long a right password waits for its code
+
+
+@bp.route("/login/code", methods=["GET", "POST"])
+def second_factor():
+    """The second step of a sign-in with two-factor on: a code from the app, or a
+    recovery code; throttled like passwords."""
+    pending = session.get("second_factor") or {}
+    user = db.session.get(User, pending.get("user", 0)) if pending else None
+    if user is None or not user.active or time.time() - pending.get("at", 0) > \
+            SECOND_FACTOR_SECONDS:
+        session.pop("second_factor", None)
+        flash("Sign in again: the code was not typed in time.", "info")
+        return redirect(url_for("auth.login"), code=303)
+    if request.method != "POST":
+        return render_template("auth/code.html", errors={})
+    address = client_address()
+    trusted = devices.presented(user.email)
+    device_id = trusted.id if trusted else None
+    wait = throttle.wait_seconds(user.email, address, device_id)
+    if wait:
+        errors = {"code": f"Too many wrong codes. Try again in {throttle.wait_message(wait)}."}
+        return render_template("auth/code.html", errors=errors), 429, {
+            "Retry-After": str(wait)}
+    how = totp.check(user, request.form.get("code", ""))
+    if how is None:
+        db.session.rollback()
+        throttle.record_failure(user.email, address, device_id)
+        errors = {"code": "That code is not right, or it was used already: type the one "
+                          "your app shows now, or a recovery code."}
+        return render_template("auth/code.html", errors=errors), 401
+    response = _signed_in(user, address, device_id, pending.get("next", ""),
+                          pending.get("zone", ""))
+    if how == "recovery code":  # after the new session began: it carries the message
+        flash(f"Signed in with a recovery code: {totp.recovery_codes_left(user)} left. "
+              "Make new ones under Settings if you are running out.", "info")
+    return response
 
 
 def _start(user: User, address: str) -> None:
