@@ -6,16 +6,18 @@ right action, actor, address, way in (web or api, and which token) and target.
 """
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import pyotp
 import pytest
 import sqlalchemy as sa
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
 from tests.support import TIMER, Api, AuthActions, add_user, new_post, post_form, record_term
 from webapp import timers
-from webapp.accounts import sessions
+from webapp.accounts import sessions, totp
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import (
@@ -163,6 +165,30 @@ def _resume_publishing(w: World):
     return w.form("/admin/freeze/publishing/resume")
 
 
+def _two_factor(w: World, on: bool = True) -> str:
+    """Set two-factor up for the signed-in editor without the pages (no audit row); return
+    the secret. on: also switched on (the enrolment's code is now's step)."""
+    with w.app.test_request_context():
+        user = db.session.scalar(sa.select(User).where(User.email == "editor@example.com"))
+        secret = totp.start(user)
+        if on:
+            assert totp.confirm(user, pyotp.TOTP(secret).now())
+    return secret
+
+
+def _next_code(secret: str) -> str:
+    return pyotp.TOTP(secret).at(time.time() + 30)
+
+
+def _sign_in_with_a_code(w: World):
+    secret = _two_factor(w)
+    w.client = w.app.test_client()
+    first = AuthActions(w.client).login("editor", address=WEB_ADDRESS)
+    assert first.status_code == 303
+    return post_form(w.client, "/login/code", {"code": _next_code(secret)},
+                     environ_base={"REMOTE_ADDR": WEB_ADDRESS})
+
+
 def _sign_in(w: World):
     w.client = w.app.test_client()
     return AuthActions(w.client).login("editor", address=WEB_ADDRESS)
@@ -247,6 +273,18 @@ CASES = [
         "name": "Harbour News", "description": "From the quay"}), "site.settings", "site"),
     # one's own account
     Case("auth.login", "editor", _sign_in, "session.start", "editor@example.com", 302),
+    Case("auth.second_factor", "editor", _sign_in_with_a_code, "session.start",
+         "editor@example.com", 302),
+    Case("two_factor.start", "editor", lambda w: w.form("/settings/two-factor/start"),
+         "user.two_factor_setup", "editor@example.com"),
+    Case("two_factor.confirm", "editor", lambda w: w.form("/settings/two-factor/confirm", {
+        "code": pyotp.TOTP(_two_factor(w, on=False)).now()}), "user.two_factor_on",
+         "editor@example.com", 200),
+    Case("two_factor.recovery_codes", "editor", lambda w: w.form(
+        "/settings/two-factor/recovery-codes", {"code": _next_code(_two_factor(w))}),
+         "user.recovery_codes", "editor@example.com", 200),
+    Case("two_factor.off", "editor", lambda w: w.form("/settings/two-factor/off", {
+        "code": _next_code(_two_factor(w))}), "user.two_factor_off", "editor@example.com"),
     Case("auth.logout", "editor", lambda w: w.form("/logout"), "session.end",
          "editor@example.com"),
     Case("auth.settings", "editor", lambda w: w.form("/settings", {"timezone": "Europe/Paris"}),
@@ -322,7 +360,8 @@ def test_each_state_changing_request_writes_one_audit_row(world, case):
     response = case.send(world)
     assert response.status_code == case.status, response.get_data(as_text=True)[:300]
     rows = [r for r in _rows_after(world.app, mark)
-            if r.action != "session.start" or case.endpoint == "auth.login"]
+            if r.action != "session.start"
+            or case.endpoint in ("auth.login", "auth.second_factor")]
     assert [r.action for r in rows] == [case.action]
     row = rows[0]
     assert case.target in row.target

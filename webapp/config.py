@@ -242,6 +242,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "TRUST_PROXY_HOPS": env_int(env, "TRUST_PROXY_HOPS", 0),
         "SESSION_IDLE_HOURS": env_float(env, "SESSION_IDLE_HOURS", 24.0 * 7, 0.01),
         "SESSION_MAX_DAYS": env_float(env, "SESSION_MAX_DAYS", 30.0, 0.01),
+        # dangerous actions ask again for a proof older than this (webapp.accounts.stepup)
+        "STEP_UP_MINUTES": env_float(env, "STEP_UP_MINUTES", 10.0, 0.01),
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),

@@ -14,7 +14,7 @@ from flask import (
 )
 from flask_login import current_user, login_required, login_user, logout_user
 
-from ..accounts import devices, sessions, throttle, totp
+from ..accounts import devices, sessions, stepup, throttle, totp
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -124,6 +124,7 @@ def _start(user: User, address: str) -> None:
     session.permanent = True
     sessions.start_session(user, address, request.headers.get("User-Agent", ""))
     login_user(user)
+    stepup.proved("totp" if totp.is_on(user) else "password")
 
 
 def _adopt_browser_zone(user: User, zone: str) -> None:

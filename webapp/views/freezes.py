@@ -5,6 +5,7 @@ from flask_login import current_user
 
 from .. import posts
 from ..accounts.security import role_required
+from ..accounts.stepup import step_up
 from ..ops import freezes
 
 bp = Blueprint("freezes", __name__, url_prefix="/admin/freeze")
@@ -34,6 +35,7 @@ def index():
 
 @bp.post("/")
 @role_required("admin")
+@step_up
 def create():
     """Freeze a scope with a reason."""
     form = {name: request.form.get(name, "") for name in ("scope", "reason", "on_resume")}
@@ -47,6 +49,7 @@ def create():
 
 @bp.post("/<scope>/resume")
 @role_required("admin")
+@step_up
 def resume(scope: str):
     """End a scope's freeze."""
     try:

@@ -16,6 +16,7 @@ from flask_login import current_user
 from markupsafe import Markup
 
 from ..accounts.security import role_required
+from ..accounts.stepup import step_up
 from ..leadership.status import find_key, shared_snapshot, snapshot
 from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
@@ -98,6 +99,7 @@ def _connections(snap) -> dict | None:
 
 @bp.route("/<name>/<action>", methods=["GET", "POST"])
 @role_required("admin")
+@step_up
 def act(name: str, action: str) -> Response | str:
     """Confirm (GET) and do (POST) an ops action on a key's leader."""
     key = find_key(name)

@@ -38,6 +38,8 @@ def start():
               "info")
     else:
         totp.start(current_user)
+        audit.record("user.two_factor_setup", user_target(current_user), {"method": "totp"})
+        db.session.commit()
     return redirect(url_for("two_factor.index"), code=303)
 
 

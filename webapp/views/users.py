@@ -4,6 +4,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 
 from ..accounts import devices, sessions
 from ..accounts.security import role_required
+from ..accounts.stepup import step_up
 from ..accounts.tokens import list_tokens
 from ..accounts.users import (
     AccountError,
@@ -57,6 +58,7 @@ def create():
 
 @bp.post("/<int:user_id>/reset-password")
 @role_required("admin")
+@step_up
 def reset(user_id: int):
     """Give a user a new one-time password (ending their sessions and tokens)."""
     user = _user_or_404(user_id)
@@ -66,6 +68,7 @@ def reset(user_id: int):
 
 @bp.post("/<int:user_id>/role")
 @role_required("admin")
+@step_up
 def role(user_id: int):
     """Change a user's role."""
     return _change(user_id, lambda user: change_role(user, request.form.get("role", "")),
@@ -74,6 +77,7 @@ def role(user_id: int):
 
 @bp.post("/<int:user_id>/deactivate")
 @role_required("admin")
+@step_up
 def deactivate(user_id: int):
     """Deactivate a user: their sessions and tokens end, and they cannot sign in."""
     return _change(user_id, lambda user: set_active(user, False),
@@ -131,6 +135,7 @@ def revoke_token(user_id: int, token_id: int):
 
 @bp.post("/<int:user_id>/sign-out-everywhere")
 @role_required("admin")
+@step_up
 def everywhere(user_id: int):
     """End every session and revoke every token of a user."""
     user = _user_or_404(user_id)

@@ -4,6 +4,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask_login import current_user
 
 from ..accounts.security import role_required
+from ..accounts.stepup import step_up
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..plugins import endpoints as domain
@@ -35,6 +36,7 @@ def index():
 
 @bp.post("/")
 @role_required("admin")
+@step_up
 def create():
     """Add an endpoint; its secret is not shown again."""
     form = {"url": request.form.get("url", "").strip(),
@@ -61,6 +63,7 @@ def _endpoint_or_404(endpoint_id: int) -> WebhookEndpoint:
 
 @bp.post("/<int:endpoint_id>/<any(enable, disable):change>")
 @role_required("admin")
+@step_up
 def switch(endpoint_id: int, change: str):
     """Switch an endpoint on or off."""
     domain.set_active(_endpoint_or_404(endpoint_id), change == "enable")

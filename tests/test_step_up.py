@@ -1,0 +1,117 @@
+"""Step-up: every dangerous route asks again for a proof older than STEP_UP_MINUTES, keeps
+what was typed across the prompt, and goes through once the password (or a code) is given.
+
+DANGEROUS is the table: a route added with @step_up and not listed here fails
+test_every_guarded_route_is_in_the_table, so a new dangerous route is tested too.
+"""
+
+import time
+
+import pyotp
+import pytest
+import sqlalchemy as sa
+
+from tests.support import PASSWORD, add_user, post_form, text
+from webapp.accounts.stepup import GUARDED
+from webapp.extensions import db
+from webapp.models import AuditEvent, Freeze, User, WebhookEndpoint
+
+# endpoint -> (path, form); {user} and {endpoint} are filled in
+DANGEROUS = {
+    "users.reset": ("/admin/users/{user}/reset-password", {}),
+    "users.role": ("/admin/users/{user}/role", {"role": "viewer"}),
+    "users.deactivate": ("/admin/users/{user}/deactivate", {}),
+    "users.everywhere": ("/admin/users/{user}/sign-out-everywhere", {}),
+    "webhooks.create": ("/admin/webhooks/", {"url": "https://hooks.example.com/in",
+                                             "events": "post.published",
+                                             "secret": "whsec_" + "A" * 40}),
+    "webhooks.switch": ("/admin/webhooks/{endpoint}/disable", {}),
+    "freezes.create": ("/admin/freeze/", {"scope": "publishing", "on_resume": "hold",
+                                          "reason": "embargo until noon"}),
+    "freezes.resume": ("/admin/freeze/publishing/resume", {}),
+    "status.act": ("/status/publish/evict", {"holder": "soloist:x:1:abc"}),
+}
+
+
+def test_every_guarded_route_is_in_the_table(app):  # the app has imported every view
+    assert set(DANGEROUS) == GUARDED
+
+
+def _stale(client) -> None:
+    """Make the session's last proof 11 minutes old, as an unattended computer's is."""
+    with client.session_transaction() as sess:
+        sess["proved_at"] = time.time() - 11 * 60
+
+
+def _audit_count(app) -> int:
+    with app.app_context():
+        return db.session.scalar(sa.select(sa.func.count()).select_from(AuditEvent))
+
+
+@pytest.fixture
+def targets(app):
+    """A user to act on, and a webhook endpoint."""
+    user_id = add_user(app, "ed@example.com", "editor")
+    with app.app_context():
+        endpoint = WebhookEndpoint(url="https://old.example.com/in", events=["post.published"],
+                                   secret="whsec_" + "B" * 40, active=True)
+        db.session.add(endpoint)
+        db.session.commit()
+        return {"user": user_id, "endpoint": endpoint.id}
+
+
+@pytest.mark.parametrize("endpoint", sorted(DANGEROUS))
+def test_a_stale_session_is_asked_again_and_the_form_survives_the_prompt(app, auth, targets,
+                                                                         endpoint):
+    path, form = DANGEROUS[endpoint]
+    path = path.format(**targets)
+    admin = auth.client("admin")
+    if endpoint == "freezes.resume":  # something to resume
+        assert post_form(admin, "/admin/freeze/", DANGEROUS["freezes.create"][1]
+                         ).status_code == 303
+    _stale(admin)
+    before = _audit_count(app)
+    prompt = post_form(admin, path, form)
+    assert prompt.status_code == 401 and "Confirm it is you" in text(prompt)
+    assert _audit_count(app) == before  # nothing changed
+    for name, value in form.items():  # what was typed rides along
+        assert f'name="{name}" value="{value}"' in text(prompt)
+    wrong = post_form(admin, path, {**form, "step_up_password": "not it"})
+    assert wrong.status_code == 401 and "did not match" in text(wrong)
+    done = post_form(admin, path, {**form, "step_up_password": PASSWORD})
+    assert done.status_code in (200, 303, 409, 422), text(done)[:500]
+    assert "Confirm it is you" not in text(done)
+    again = post_form(admin, "/admin/users/{user}/role".format(**targets), {"role": "editor"})
+    assert again.status_code == 303  # proved just now: no second prompt
+
+
+def test_a_fresh_session_is_not_asked_and_a_viewer_is_refused_before_any_prompt(
+        app, auth, targets):
+    admin = auth.client("admin")
+    assert post_form(admin, f"/admin/users/{targets['user']}/role",
+                     {"role": "viewer"}).status_code == 303
+    editor = auth.client("editor", email="other@example.com")
+    _stale(editor)
+    assert post_form(editor, f"/admin/users/{targets['user']}/role",
+                     {"role": "admin"}).status_code == 403
+    with app.app_context():
+        assert db.session.get(User, targets["user"]).role == "viewer"
+
+
+def test_with_two_factor_on_a_code_from_the_app_also_proves_it(app, auth, targets):
+    admin = auth.client("admin")
+    assert post_form(admin, "/settings/two-factor/start").status_code == 303
+    with app.test_request_context():
+        from webapp.accounts import totp
+
+        secret = totp.pending_secret(db.session.scalar(
+            sa.select(User).where(User.email == "admin@example.com")))
+    assert post_form(admin, "/settings/two-factor/confirm",
+                     {"code": pyotp.TOTP(secret).now()}).status_code == 200
+    _stale(admin)
+    form = {"scope": "publishing", "on_resume": "hold", "reason": "embargo"}
+    done = post_form(admin, "/admin/freeze/", {
+        **form, "step_up_code": pyotp.TOTP(secret).at(time.time() + 30)})
+    assert done.status_code == 303
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Freeze)) == 1
