@@ -5,6 +5,7 @@ DANGEROUS is the table: a route added with @step_up and not listed here fails
 test_every_guarded_route_is_in_the_table, so a new dangerous route is tested too.
 """
 
+import json
 import time
 
 import pyotp
@@ -78,9 +79,15 @@ def test_a_stale_session_is_asked_again_and_the_form_survives_the_prompt(app, au
         assert f'name="{name}" value="{value}"' in text(prompt)
     wrong = post_form(admin, path, {**form, "step_up_password": "not it"})
     assert wrong.status_code == 401 and "did not match" in text(wrong)
+    mark = _audit_count(app)
     done = post_form(admin, path, {**form, "step_up_password": PASSWORD})
     assert done.status_code in (200, 303, 409, 422), text(done)[:500]
     assert "Confirm it is you" not in text(done)
+    with app.app_context():  # each audit row of the change says how it was proved
+        details = [json.loads(d) for d in db.session.scalars(
+            sa.select(AuditEvent.detail).order_by(AuditEvent.id).offset(mark))]
+    assert all(d.get("proof") == "password just now" for d in details), details
+    assert details or done.status_code in (409, 422)  # a change that went through is audited
     again = post_form(admin, "/admin/users/{user}/role".format(**targets), {"role": "editor"})
     assert again.status_code == 303  # proved just now: no second prompt
 

@@ -12,7 +12,7 @@ their own factor.
 import time
 from functools import wraps
 
-from flask import current_app, render_template, request, session
+from flask import current_app, g, render_template, request, session
 from flask_login import current_user
 
 from ..extensions import db
@@ -40,10 +40,11 @@ def step_up(view):
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        if request.method != "POST" or fresh():
+        if request.method != "POST":
             return view(*args, **kwargs)
-        error = _check_proof()
+        error = None if fresh() else _check_proof()
         if error is None:
+            g.step_up_proof = _proof_words()
             return view(*args, **kwargs)
         form = [(k, v) for k, v in request.form.items(multi=True)
                 if k not in FIELDS and k != "csrf_token"]
@@ -51,6 +52,13 @@ def step_up(view):
                                code=totp.is_on(current_user)), 401
 
     return guarded
+
+
+def _proof_words() -> str:
+    """Say how this session proved itself, for the audit log: "password 3 min ago"."""
+    age = max(0, int(time.time() - session.get("proved_at", time.time())) // 60)
+    return f"{session.get('proved_by', 'password')} {age} min ago" if age else \
+        f"{session.get('proved_by', 'password')} just now"
 
 
 def _check_proof() -> str | None:

@@ -97,6 +97,8 @@ def record(action: str, target: str = "", detail: dict | None = None, *,
     refused = [key for key in detail or {} if any(w in key.lower() for w in SECRET_WORDS)]
     if refused:
         raise ValueError(f"an audit detail must not carry secrets: {refused}")
+    if has_request_context() and g.get("step_up_proof"):  # a dangerous action: how proved
+        detail = {**(detail or {}), "proof": g.step_up_proof}
     event = AuditEvent(at=utcnow(), actor_id=who.user_id, actor=who.name[:254], via=who.via,
                        token_id=who.token_id, address=who.address, action=action,
                        target=target[:MAX_TARGET],
