@@ -263,6 +263,12 @@ CASES = [
     Case("users.everywhere", "admin", lambda w: w.form(
         f"/admin/users/{w.other_user()}/sign-out-everywhere"), "user.sign_out_everywhere",
          "other@example.com"),
+    Case("users.two_factor_policy", "admin", lambda w: w.form(
+        "/admin/users/two-factor-policy", {"two_factor_required": "admins"}),
+         "account.two_factor_policy", "two-factor policy"),
+    Case("users.reset_two_factor", "admin", lambda w: w.form(
+        f"/admin/users/{w.other_user()}/two-factor/reset"), "user.two_factor_reset",
+         "other@example.com"),
     Case("status.act", "admin", _step_down, "leader.step_down", "publish key"),
     Case("status.act", "admin", _evict, "leader.evict", "publish key"),
     Case("freezes.create", "admin", lambda w: w.form("/admin/freeze/", {

@@ -131,3 +131,40 @@ def test_an_admins_password_reset_switches_two_factor_off(app, auth):
     assert answer.status_code == 302  # no code asked: two-factor is off
     with app.app_context():
         assert db.session.scalar(sa.select(User.totp_on_at).where(User.id == ada_id)) is None
+
+
+def test_a_policy_walks_admins_through_enrolment_and_lets_them_do_nothing_else(app, auth):
+    root = auth.client("admin", email="root@example.com")
+    saved = post_form(root, "/admin/users/two-factor-policy", {"two_factor_required": "admins"})
+    assert saved.status_code == 303
+    # the admin who set it is under it too: every page sends them to set it up
+    for path in ("/admin/", "/admin/users/", "/status/"):
+        answer = root.get(path)
+        assert answer.status_code == 302 and answer.location.endswith("/settings/two-factor/")
+    assert root.get("/settings/two-factor/").status_code == 200
+    editor = auth.client("editor", email="ed@example.com")
+    assert editor.get("/admin/").status_code == 200  # admins only
+    assert post_form(root, "/settings/two-factor/start").status_code == 303
+    with app.test_request_context():
+        from webapp.accounts import totp
+
+        secret = totp.pending_secret(db.session.scalar(
+            sa.select(User).where(User.email == "root@example.com")))
+    assert post_form(root, "/settings/two-factor/confirm",
+                     {"code": pyotp.TOTP(secret).now()}).status_code == 200
+    assert root.get("/admin/").status_code == 200  # enrolled: everything opens again
+    refused = post_form(root, "/admin/users/two-factor-policy", {"two_factor_required": "x"})
+    assert refused.status_code == 422 and "Pick nobody, admins or everyone" in text(refused)
+
+
+def test_an_admin_resets_a_lost_phones_two_factor_and_ends_the_users_sessions(app, auth):
+    client, _secret, _codes = enrol(app, auth)
+    with app.app_context():
+        ada_id = db.session.scalar(sa.select(User.id).where(User.email == EMAIL))
+    admin = auth.client("admin", email="root@example.com")
+    assert "Reset two-factor" in text(admin.get(f"/admin/users/{ada_id}"))
+    done = post_form(admin, f"/admin/users/{ada_id}/two-factor/reset")
+    assert done.status_code == 303
+    assert client.get("/admin/").status_code == 302  # her session ended
+    fresh = app.test_client()
+    assert auth.login(email=EMAIL, client=fresh).status_code == 302  # password alone

@@ -5,7 +5,7 @@ from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlsplit
 
-from flask import Flask, Response, abort, redirect, request, url_for
+from flask import Flask, Response, abort, flash, redirect, request, url_for
 from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -42,6 +42,7 @@ def init_app(app: Flask) -> None:
     app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(days=app.config["SESSION_MAX_DAYS"])
     app.session_interface = SessionInterface()
     app.before_request(require_new_password)
+    app.before_request(require_two_factor)
     if app.config.get("TRUST_PROXY_HOPS"):
         hops = app.config["TRUST_PROXY_HOPS"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0)
@@ -116,6 +117,23 @@ def require_new_password():
 
 
 PASSWORD_CHANGE_ENDPOINTS = {"auth.settings", "auth.logout", "auth.login", "static"}
+
+
+def require_two_factor():
+    """Send a user the policy says must use a second factor to set one up, until they have
+    (the two-factor pages, sign-out and the public site stay open)."""
+    if not current_user.is_authenticated or request.blueprint in ("site", "two_factor") \
+            or request.endpoint in PASSWORD_CHANGE_ENDPOINTS or \
+            request.path.startswith("/api/") or current_user.must_change_password:
+        return None
+    from . import totp
+
+    if totp.is_on(current_user) or not totp.required_for(current_user):
+        return None
+    if request.headers.get("HX-Request"):
+        abort(401)
+    flash("Your account must use two-factor sign-in: set it up to go on.", "info")
+    return redirect(url_for("two_factor.index"))
 
 def is_safe_next(target: str | None) -> bool:
     """Accept only local paths for next= (no scheme, no host, no //, no backslash)."""

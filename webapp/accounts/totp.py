@@ -155,3 +155,32 @@ def _new_recovery_codes(user: User) -> list[str]:
 
 def _hash(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
+
+
+def required_for(user: User) -> bool:
+    """Return whether the account policy says user must sign in with a second factor."""
+    from ..models import AccountPolicy
+
+    policy = db.session.get(AccountPolicy, AccountPolicy.ROW)
+    rule = policy.two_factor_required if policy else "nobody"
+    return rule == "everyone" or (rule == "admins" and user.role == "admin")
+
+
+def set_policy(rule: str) -> None:
+    """Say who must use a second factor; the caller audits and commits."""
+    from ..models import AccountPolicy
+
+    if rule not in AccountPolicy.TWO_FACTOR:
+        raise ValueError(rule)
+    policy = db.session.get(AccountPolicy, AccountPolicy.ROW)
+    if policy is None:
+        policy = AccountPolicy(id=AccountPolicy.ROW)
+        db.session.add(policy)
+    policy.two_factor_required = rule
+
+
+def policy_rule() -> str:
+    from ..models import AccountPolicy
+
+    policy = db.session.get(AccountPolicy, AccountPolicy.ROW)
+    return policy.two_factor_required if policy else "nobody"

@@ -1,6 +1,14 @@
 """Re-export the typed models, one module per concept; import them from here."""
 
-from .accounts import ApiToken, LoginFailure, RecoveryCode, User, UserDevice, UserSession
+from .accounts import (
+    AccountPolicy,
+    ApiToken,
+    LoginFailure,
+    RecoveryCode,
+    User,
+    UserDevice,
+    UserSession,
+)
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
@@ -12,6 +20,7 @@ from .types import UTCDateTime, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
+    "AccountPolicy",
     "ApiToken",
     "AuditEvent",
     "Deploy",

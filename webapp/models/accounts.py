@@ -80,6 +80,19 @@ class LoginFailure(db.Model):
     device_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)
 
 
+class AccountPolicy(db.Model):
+    """One row (id 1), written on the first change; absent, nobody must use two-factor."""
+
+    __tablename__ = "account_policy"
+
+    ROW = 1
+    TWO_FACTOR = ("nobody", "admins", "everyone")  # who must sign in with a second factor
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    two_factor_required: Mapped[str] = mapped_column(sa.String(16), default="nobody",
+                                                     server_default="nobody")
+
+
 class RecoveryCode(db.Model):
     """A single-use code that stands in for the authenticator app: only its SHA-256 kept."""
 

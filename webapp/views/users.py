@@ -2,7 +2,7 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from ..accounts import devices, sessions
+from ..accounts import devices, sessions, totp
 from ..accounts.security import role_required
 from ..accounts.stepup import step_up
 from ..accounts.tokens import list_tokens
@@ -10,14 +10,18 @@ from ..accounts.users import (
     AccountError,
     change_role,
     create_account,
+    end_access,
     end_one,
     get_user,
     list_users,
     reset_password,
     set_active,
     sign_out_everywhere,
+    user_target,
 )
+from ..extensions import db
 from ..models import User
+from ..ops import audit
 
 bp = Blueprint("users", __name__, url_prefix="/admin/users")
 
@@ -25,7 +29,8 @@ bp = Blueprint("users", __name__, url_prefix="/admin/users")
 def _page(status: int = 200, **context):
     context.setdefault("form", {"email": "", "role": "editor"})
     context.setdefault("errors", {})
-    page = render_template("users/index.html", users=list_users(), roles=User.ROLES, **context)
+    page = render_template("users/index.html", users=list_users(), roles=User.ROLES,
+                           policy=totp.policy_rule(), policy_words=POLICY_WORDS, **context)
     # a one-time password is shown in this answer only: never kept in a cookie or a cache
     return page, status, {"Cache-Control": "no-store"}
 
@@ -150,4 +155,42 @@ def _end(user_id: int, done: str, **which: int):
     if not end_one(user, **which):
         abort(404)
     flash(done, "success")
+    return redirect(url_for("users.access", user_id=user.id), code=303)
+
+
+POLICY_WORDS = {"nobody": "Nobody has to", "admins": "Admins must",
+                "everyone": "Everyone must"}
+
+
+@bp.post("/two-factor-policy")
+@role_required("admin")
+@step_up
+def two_factor_policy():
+    """Say who must sign in with a second factor: nobody, admins or everyone."""
+    rule = request.form.get("two_factor_required", "")
+    if rule not in POLICY_WORDS:
+        return _page(422, errors={"two_factor_required": "Pick nobody, admins or everyone."})
+    before = totp.policy_rule()
+    totp.set_policy(rule)
+    audit.record("account.two_factor_policy", "two-factor policy",
+                 {"required": audit.changes({"for": before}, {"for": rule}).get("for", rule)})
+    db.session.commit()
+    flash(f"{POLICY_WORDS[rule]} sign in with a second factor now"
+          + (": they are walked through it at their next page." if rule != "nobody" else "."),
+          "success")
+    return redirect(url_for("users.index"), code=303)
+
+
+@bp.post("/<int:user_id>/two-factor/reset")
+@role_required("admin")
+@step_up
+def reset_two_factor(user_id: int):
+    """Switch a user's two-factor off (a lost phone) and end their sessions and tokens."""
+    user = _user_or_404(user_id)
+    totp.turn_off(user)
+    end_access(user, "two-factor reset")
+    audit.record("user.two_factor_reset", user_target(user), {})
+    db.session.commit()
+    flash(f"{user.email}'s two-factor sign-in is off and their sessions ended: they sign in "
+          "with their password and set it up again.", "success")
     return redirect(url_for("users.access", user_id=user.id), code=303)
