@@ -4,10 +4,12 @@ import atexit
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -125,13 +127,20 @@ def flask_cmd(env: dict, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
+# the instances' candidacy leases (webapp.leadership.local): one directory for this test
+# process, removed when it exits, not a file per fleet left in /tmp
+LEASE_DIR = tempfile.mkdtemp(prefix="soloist-leases-")
+atexit.register(shutil.rmtree, LEASE_DIR, ignore_errors=True)
+
+
 def base_env(database_url: str | None, **extra: str) -> dict:
     """Return an environment for a Soloist process."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLASK_", "PYTEST"))}
     env.pop("DATABASE_URL", None)
     env.pop("LOCK_DATABASE_URL", None)
     # a developer's .env (read by gunicorn_conf.py and the Flask CLI) must not change a test
-    env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1", "PYTHON_DOTENV_DISABLED": "1"})
+    env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1", "PYTHON_DOTENV_DISABLED": "1",
+                "LEASE_DIR": LEASE_DIR})
     if database_url:
         env["DATABASE_URL"] = database_url
     env.update({k: str(v) for k, v in extra.items()})
