@@ -426,7 +426,7 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/", None), ("/posts/hello", None), ("/feed.xml", None), ("/sitemap.xml", None),
         ("/login", None), ("/no-such-page", None),
         ("/admin/", "viewer"), ("/status/", "viewer"), ("/settings", "viewer"),
-        ("/settings/two-factor/", "viewer"),
+        ("/settings/two-factor/", "viewer"), ("/settings/passkeys", "viewer"),
         ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
         (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
         ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),

@@ -118,6 +118,7 @@ def register_blueprints(app: Flask) -> None:
         favicon,
         freezes,
         metrics,
+        passkeys,
         plugins,
         posts,
         site,
@@ -132,7 +133,8 @@ def register_blueprints(app: Flask) -> None:
     security.init_app(app)
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
-                   plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor):
+                   plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor,
+                   passkeys):
         app.register_blueprint(module.bp)
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
 

@@ -4,10 +4,12 @@ from .accounts import (
     AccountPolicy,
     ApiToken,
     LoginFailure,
+    Passkey,
     RecoveryCode,
     User,
     UserDevice,
     UserSession,
+    WebAuthnChallenge,
 )
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
@@ -29,6 +31,8 @@ __all__ = [
     "LeaderEvent",
     "LeaderState",
     "LoginFailure",
+    "Passkey",
+    "WebAuthnChallenge",
     "RecoveryCode",
     "UserDevice",
     "OutboxEvent",

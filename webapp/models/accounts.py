@@ -93,6 +93,34 @@ class AccountPolicy(db.Model):
                                                      server_default="nobody")
 
 
+class Passkey(db.Model):
+    """A WebAuthn credential (a passkey) a user registered: its public key, never a secret."""
+
+    __tablename__ = "passkeys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(sa.ForeignKey("users.id", ondelete="CASCADE"),
+                                         index=True)
+    credential_id: Mapped[bytes] = mapped_column(sa.LargeBinary, unique=True)
+    public_key: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    sign_count: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    name: Mapped[str] = mapped_column(sa.String(60), default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class WebAuthnChallenge(db.Model):
+    """A challenge handed to a browser for one ceremony: single-use, expiring, server-side."""
+
+    __tablename__ = "webauthn_challenges"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    challenge: Mapped[str] = mapped_column(sa.String(128), unique=True)  # base64url
+    purpose: Mapped[str] = mapped_column(sa.String(16))  # "register" or "sign-in"
+    user_id: Mapped[int | None] = mapped_column(sa.Integer)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class RecoveryCode(db.Model):
     """A single-use code that stands in for the authenticator app: only its SHA-256 kept."""
 

@@ -118,6 +118,16 @@ def second_factor():
     return response
 
 
+def _signed_in_with(user: User, address: str, how: str) -> None:
+    """Start the session of a sign-in proved another way than the password (a passkey)."""
+    trusted = devices.presented(user.email)
+    throttle.clear_failures(user.email, address, trusted.id if trusted else None)
+    devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
+    db.session.commit()
+    _start(user, address)
+    stepup.proved(how)
+
+
 def _start(user: User, address: str) -> None:
     """Start a fresh server-side session and cookie for user (no fixation)."""
     session.clear()

@@ -1,0 +1,66 @@
+"""Passkeys in Chromium, with the DevTools protocol's virtual authenticator standing in for
+a device: register one under Settings, sign in with it alone; a challenge is used once."""
+
+import re
+
+import sqlalchemy as sa
+
+from tests.support import add_user, serve, sign_in_page
+from webapp.extensions import db
+from webapp.models import AuditEvent, Passkey, WebAuthnChallenge
+
+
+def _authenticator(context, page) -> None:
+    cdp = context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable")
+    cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True,
+        "hasUserVerification": True, "isUserVerified": True,
+        "automaticPresenceSimulation": True}})
+
+
+def test_a_passkey_is_registered_and_then_signs_in_alone(app, browser):
+    from playwright.sync_api import expect
+
+    add_user(app, "pk@example.com", "editor")
+    with serve(app) as url:
+        url = url.replace("127.0.0.1", "localhost")  # a relying party id is a name, not an IP
+        app.config["SITE_URL"] = url
+        context = browser.new_context(base_url=url)
+        try:
+            page = context.new_page()
+            _authenticator(context, page)
+            sign_in_page(page, "pk@example.com")
+            page.goto("/settings/passkeys")
+            page.fill("#passkey-name", "Test laptop")
+            page.click("[data-passkey-register]")
+            expect(page.locator(".passkeys")).to_contain_text("Test laptop", timeout=15_000)
+            page.click("text=Sign out")
+            page.wait_for_url("**/login")
+            page.click("[data-passkey-signin]")
+            page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
+            expect(page.locator("body")).to_contain_text("pk@example.com")
+        finally:
+            context.close()
+    with app.app_context():
+        key = db.session.scalar(sa.select(Passkey))
+        assert key.name == "Test laptop" and key.last_used_at is not None
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(WebAuthnChallenge)) == 0
+        actions = list(db.session.scalars(sa.select(AuditEvent.action)))
+        assert "user.passkey_add" in actions and actions.count("session.start") == 2
+
+
+def test_an_answer_to_an_unknown_or_used_challenge_is_refused(app):
+    client = app.test_client()
+    forged = {"rawId": "AAAA", "response": {
+        "clientDataJSON": "eyJjaGFsbGVuZ2UiOiJub3Qtb3VycyJ9"}}  # {"challenge":"not-ours"}
+    answer = client.post("/login/passkey", json={"credential": forged},
+                         headers={"X-CSRFToken": _csrf(client)})
+    assert answer.status_code == 401
+    assert "used already or is unknown" in answer.get_json()["error"]
+    assert client.get("/admin/").status_code == 302  # not signed in
+
+
+def _csrf(client) -> str:
+    page = client.get("/login").get_data(as_text=True)
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)

@@ -1,0 +1,90 @@
+"""Passkeys: register, list and remove under Settings; sign in with one alone."""
+
+from flask import Blueprint, flash, jsonify, redirect, render_template, request, url_for
+from flask_login import current_user, login_required
+
+from ..accounts import passkeys
+from ..accounts.security import client_address, is_safe_next
+from ..accounts.users import user_target
+from ..extensions import db
+from ..ops import audit
+
+bp = Blueprint("passkeys", __name__)
+
+
+def _refused(message: str, status: int = 422):
+    return jsonify(error=message), status
+
+
+@bp.get("/settings/passkeys")
+@login_required
+def index():
+    """List the user's passkeys, with a button to add one and one to remove each."""
+    return render_template("auth/passkeys.html", keys=passkeys.listed(current_user),
+                           available=passkeys.relying_party() is not None)
+
+
+@bp.post("/settings/passkeys/options")
+@login_required
+def registration_options():
+    """Options for navigator.credentials.create (a challenge stored for 5 minutes)."""
+    try:
+        return current_app_json(passkeys.registration_options(current_user))
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc))
+
+
+def current_app_json(text: str):
+    return text, 200, {"Content-Type": "application/json", "Cache-Control": "no-store"}
+
+
+@bp.post("/settings/passkeys")
+@login_required
+def register():
+    """Keep the passkey the browser made, once its answer matches the challenge."""
+    body = request.get_json(silent=True) or {}
+    try:
+        made = passkeys.register(current_user, body.get("credential") or {},
+                                 str(body.get("name", "")))
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc))
+    audit.record("user.passkey_add", user_target(current_user), {"name": made.name})
+    db.session.commit()
+    flash(f"Passkey “{made.name}” added: you can sign in with it now.", "success")
+    return jsonify(redirect=url_for("passkeys.index"))
+
+
+@bp.post("/settings/passkeys/<int:passkey_id>/remove")
+@login_required
+def remove(passkey_id: int):
+    """Remove one of the user's passkeys."""
+    gone = passkeys.remove(current_user, passkey_id)
+    if gone is not None:
+        audit.record("user.passkey_remove", user_target(current_user), {"name": gone.name})
+        db.session.commit()
+        flash(f"Passkey “{gone.name}” removed.", "success")
+    return redirect(url_for("passkeys.index"), code=303)
+
+
+@bp.post("/login/passkey/options")
+def sign_in_options():
+    """Options for navigator.credentials.get: any passkey of this site."""
+    try:
+        return current_app_json(passkeys.authentication_options())
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc))
+
+
+@bp.post("/login/passkey")
+def sign_in():
+    """Sign in with the passkey whose answer signed a challenge of ours."""
+    from .auth import _signed_in_with
+
+    body = request.get_json(silent=True) or {}
+    try:
+        user = passkeys.authenticate(body.get("credential") or {})
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc), 401)
+    next_url = str(body.get("next", ""))
+    _signed_in_with(user, client_address(), "passkey")
+    return jsonify(redirect=next_url if is_safe_next(next_url) else url_for("dashboard.index"))
