@@ -5,7 +5,7 @@ import re
 
 import sqlalchemy as sa
 
-from tests.support import add_user, serve, sign_in_page
+from tests.support import PASSWORD, add_user, serve, sign_in_page
 from webapp.extensions import db
 from webapp.models import AuditEvent, Passkey, WebAuthnChallenge
 
@@ -64,3 +64,32 @@ def test_an_answer_to_an_unknown_or_used_challenge_is_refused(app):
 def _csrf(client) -> str:
     page = client.get("/login").get_data(as_text=True)
     return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def test_with_a_passkey_the_password_is_followed_by_the_passkey(app, browser):
+    """A second step after the password: an account with a passkey needs it as well."""
+    from playwright.sync_api import expect
+
+    add_user(app, "two@example.com", "admin")
+    with serve(app) as url:
+        url = url.replace("127.0.0.1", "localhost")
+        app.config["SITE_URL"] = url
+        context = browser.new_context(base_url=url)
+        try:
+            page = context.new_page()
+            _authenticator(context, page)
+            sign_in_page(page, "two@example.com")
+            page.goto("/settings/passkeys")
+            page.click("[data-passkey-register]")
+            expect(page.locator(".passkeys")).to_contain_text("Passkey", timeout=15_000)
+            page.click("text=Sign out")
+            page.wait_for_url("**/login")
+            page.fill("#f-email", "two@example.com")
+            page.fill("#f-password", PASSWORD)
+            page.click("button.primary")
+            page.wait_for_url("**/login/code")
+            assert page.request.get(url + "/admin/", max_redirects=0).status == 302
+            page.click("[data-passkey-signin]")
+            page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
+        finally:
+            context.close()

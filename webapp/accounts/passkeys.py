@@ -113,15 +113,24 @@ def register(user: User, credential: dict, name: str) -> Passkey:
     return passkey
 
 
-def authentication_options() -> str:
-    """Return the options (JSON) for navigator.credentials.get: any passkey of this site."""
+def authentication_options(user: User | None = None) -> str:
+    """Return the options (JSON) for navigator.credentials.get: any passkey of this site, or
+    user's (the second step after their password)."""
     rp = relying_party()
     if rp is None:
         raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
+    allowed = [PublicKeyCredentialDescriptor(id=p.credential_id) for p in listed(user)] \
+        if user is not None else None
     options = webauthn.generate_authentication_options(
-        rp_id=rp[0], user_verification=UserVerificationRequirement.PREFERRED)
-    _store(options.challenge, "sign-in", None)
+        rp_id=rp[0], user_verification=UserVerificationRequirement.PREFERRED,
+        allow_credentials=allowed)
+    _store(options.challenge, "sign-in", user)
     return webauthn.options_to_json(options)
+
+
+def has_any(user: User) -> bool:
+    return db.session.scalar(sa.select(Passkey.id).where(Passkey.user_id == user.id)
+                             .limit(1)) is not None
 
 
 def authenticate(credential: dict) -> User:
@@ -145,6 +154,8 @@ def authenticate(credential: dict) -> User:
     except Exception as exc:  # noqa: BLE001
         raise PasskeyError(f"The passkey was not accepted: {exc}") from exc
     user = db.session.get(User, passkey.user_id)
+    if found.user_id is not None and found.user_id != passkey.user_id:
+        raise PasskeyError("This passkey is someone else's.")
     if user is None or not user.active:
         raise PasskeyError("This account cannot sign in.")
     passkey.sign_count, passkey.last_used_at = verified.new_sign_count, utcnow()

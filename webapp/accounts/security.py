@@ -126,9 +126,10 @@ def require_two_factor():
             or request.endpoint in PASSWORD_CHANGE_ENDPOINTS or \
             request.path.startswith("/api/") or current_user.must_change_password:
         return None
-    from . import totp
+    from . import passkeys, totp
 
-    if totp.is_on(current_user) or not totp.required_for(current_user):
+    if totp.is_on(current_user) or not totp.required_for(current_user) or \
+            passkeys.has_any(current_user):
         return None
     if request.headers.get("HX-Request"):
         abort(401)

@@ -14,7 +14,7 @@ from flask import (
 )
 from flask_login import current_user, login_required, login_user, logout_user
 
-from ..accounts import devices, sessions, stepup, throttle, totp
+from ..accounts import devices, passkeys, sessions, stepup, throttle, totp
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -57,7 +57,8 @@ def login():
         throttle.record_failure(email, address, device_id)
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
-    if totp.is_on(user):  # the password was right: now the code, before any session
+    if totp.is_on(user) or passkeys.has_any(user):  # the password was right: now the
+        # second step (a code, or a passkey), before any session
         session.clear()
         session["second_factor"] = {"user": user.id, "at": time.time(), "next": next_url,
                                     "zone": request.form.get("zone", "")}
@@ -94,14 +95,14 @@ def second_factor():
         flash("Sign in again: the code was not typed in time.", "info")
         return redirect(url_for("auth.login"), code=303)
     if request.method != "POST":
-        return render_template("auth/code.html", errors={})
+        return render_template("auth/code.html", errors={}, **_second_steps(user))
     address = client_address()
     trusted = devices.presented(user.email)
     device_id = trusted.id if trusted else None
     wait = throttle.wait_seconds(user.email, address, device_id)
     if wait:
         errors = {"code": f"Too many wrong codes. Try again in {throttle.wait_message(wait)}."}
-        return render_template("auth/code.html", errors=errors), 429, {
+        return render_template("auth/code.html", errors=errors, **_second_steps(user)), 429, {
             "Retry-After": str(wait)}
     how = totp.check(user, request.form.get("code", ""))
     if how is None:
@@ -109,7 +110,7 @@ def second_factor():
         throttle.record_failure(user.email, address, device_id)
         errors = {"code": "That code is not right, or it was used already: type the one "
                           "your app shows now, or a recovery code."}
-        return render_template("auth/code.html", errors=errors), 401
+        return render_template("auth/code.html", errors=errors, **_second_steps(user)), 401
     response = _signed_in(user, address, device_id, pending.get("next", ""),
                           pending.get("zone", ""))
     if how == "recovery code":  # after the new session began: it carries the message
@@ -126,6 +127,11 @@ def _signed_in_with(user: User, address: str, how: str) -> None:
     db.session.commit()
     _start(user, address)
     stepup.proved(how)
+
+
+def _second_steps(user: User) -> dict:
+    """Say which second steps the user has: a code from the app, a passkey, or both."""
+    return {"totp_on": totp.is_on(user), "passkey_on": passkeys.has_any(user)}
 
 
 def _start(user: User, address: str) -> None:

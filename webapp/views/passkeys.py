@@ -1,12 +1,22 @@
 """Passkeys: register, list and remove under Settings; sign in with one alone."""
 
-from flask import Blueprint, flash, jsonify, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_login import current_user, login_required
 
 from ..accounts import passkeys
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.users import user_target
 from ..extensions import db
+from ..models import User
 from ..ops import audit
 
 bp = Blueprint("passkeys", __name__)
@@ -68,9 +78,12 @@ def remove(passkey_id: int):
 
 @bp.post("/login/passkey/options")
 def sign_in_options():
-    """Options for navigator.credentials.get: any passkey of this site."""
+    """Options for navigator.credentials.get: any passkey of this site, or, as the second
+    step after a password, that account's."""
+    pending = session.get("second_factor") or {}
+    user = db.session.get(User, pending["user"]) if pending.get("user") else None
     try:
-        return current_app_json(passkeys.authentication_options())
+        return current_app_json(passkeys.authentication_options(user))
     except passkeys.PasskeyError as exc:
         return _refused(str(exc))
 
@@ -81,10 +94,13 @@ def sign_in():
     from .auth import _signed_in_with
 
     body = request.get_json(silent=True) or {}
+    pending = session.get("second_factor") or {}
     try:
         user = passkeys.authenticate(body.get("credential") or {})
     except passkeys.PasskeyError as exc:
         return _refused(str(exc), 401)
-    next_url = str(body.get("next", ""))
+    if pending.get("user") and pending["user"] != user.id:
+        return _refused("This passkey is someone else's.", 401)
+    next_url = str(pending.get("next") or body.get("next", ""))
     _signed_in_with(user, client_address(), "passkey")
     return jsonify(redirect=next_url if is_safe_next(next_url) else url_for("dashboard.index"))
