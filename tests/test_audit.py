@@ -39,7 +39,9 @@ FUTURE = "2031-01-15T09:30"
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
 NOT_A_CHANGE = {"posts.preview",  # renders Markdown, writes nothing
                 # a ceremony's challenge (expiring, single-use): nobody's change yet
-                "passkeys.registration_options", "passkeys.sign_in_options"}
+                "passkeys.registration_options", "passkeys.sign_in_options",
+                "passkeys.step_up_options",
+                "passkeys.step_up"}  # proves the session again: the change it guards audits
 # a real authenticator makes these: tests/test_passkeys_browser.py checks their audit rows
 AUDITED_IN_CHROMIUM = {"passkeys.register", "passkeys.sign_in"}
 

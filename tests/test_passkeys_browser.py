@@ -93,3 +93,35 @@ def test_with_a_passkey_the_password_is_followed_by_the_passkey(app, browser):
             page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
         finally:
             context.close()
+
+
+def test_a_passkey_confirms_a_dangerous_action_and_the_form_goes_on(app, browser):
+    from playwright.sync_api import expect
+
+    add_user(app, "ops@example.com", "admin")
+    with serve(app) as url:
+        url = url.replace("127.0.0.1", "localhost")
+        app.config["SITE_URL"] = url
+        context = browser.new_context(base_url=url)
+        try:
+            page = context.new_page()
+            _authenticator(context, page)
+            sign_in_page(page, "ops@example.com")
+            page.goto("/settings/passkeys")
+            page.click("[data-passkey-register]")
+            expect(page.locator(".passkeys")).to_contain_text("Passkey", timeout=15_000)
+            app.config["STEP_UP_MINUTES"] = 0.02  # 1.2 s: the sign-in is old news soon
+            page.wait_for_timeout(1_500)  # the age of the sign-in is what is under test
+            page.goto("/admin/freeze/")
+            page.fill("textarea[name=reason], input[name=reason]", "embargo until noon")
+            page.locator("form[action$='/admin/freeze/'] button").first.click()
+            expect(page.locator("#step-up")).to_contain_text("Confirm it is you")
+            page.click("[data-passkey-signin]")
+            expect(page.locator("body")).to_contain_text("embargo until noon", timeout=15_000)
+        finally:
+            app.config["STEP_UP_MINUTES"] = 10.0
+            context.close()
+    with app.app_context():
+        from webapp.models import Freeze
+
+        assert db.session.scalar(sa.select(Freeze.reason)) == "embargo until noon"

@@ -65,6 +65,7 @@
                             next: next ? next.value : ""});
     }).then(function (answer) {
       if (!answer.ok) { throw new Error(answer.error || "The site refused."); }
+      if (button.hasAttribute("data-then-submit")) { button.form.submit(); return; }
       window.location.assign(answer.redirect);
     }).catch(function (error) {
       say(box, error && error.name === "NotAllowedError" ? "Cancelled, or no passkey for this site here." : (error.message || String(error)));

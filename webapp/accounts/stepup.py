@@ -48,8 +48,11 @@ def step_up(view):
             return view(*args, **kwargs)
         form = [(k, v) for k, v in request.form.items(multi=True)
                 if k not in FIELDS and k != "csrf_token"]
+        from . import passkeys
+
         return render_template("auth/step_up.html", form=form, error=error,
-                               code=totp.is_on(current_user)), 401
+                               code=totp.is_on(current_user),
+                               passkey=passkeys.has_any(current_user)), 401
 
     return guarded
 

@@ -104,3 +104,30 @@ def sign_in():
     next_url = str(pending.get("next") or body.get("next", ""))
     _signed_in_with(user, client_address(), "passkey")
     return jsonify(redirect=next_url if is_safe_next(next_url) else url_for("dashboard.index"))
+
+
+@bp.post("/settings/step-up/passkey/options")
+@login_required
+def step_up_options():
+    """Options for a step-up with one of the signed-in user's passkeys."""
+    try:
+        return current_app_json(passkeys.authentication_options(current_user))
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc))
+
+
+@bp.post("/settings/step-up/passkey")
+@login_required
+def step_up():
+    """Prove the signed-in user again with their passkey (the step-up prompt's button)."""
+    from ..accounts import stepup
+
+    body = request.get_json(silent=True) or {}
+    try:
+        user = passkeys.authenticate(body.get("credential") or {})
+    except passkeys.PasskeyError as exc:
+        return _refused(str(exc), 401)
+    if user.id != current_user.id:
+        return _refused("This passkey is someone else's.", 401)
+    stepup.proved("passkey")
+    return jsonify(ok=True)
