@@ -2,6 +2,7 @@
 a device: register one under Settings, sign in with it alone; a challenge is used once."""
 
 import re
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -19,10 +20,13 @@ def _authenticator(context, page) -> None:
         "automaticPresenceSimulation": True}})
 
 
-def test_a_passkey_is_registered_and_then_signs_in_alone(app, browser):
+@contextmanager
+def with_a_passkey(app, browser, email: str, role: str, name: str = ""):
+    """Serve app on localhost, sign email in at Chromium with a virtual authenticator and
+    register a passkey (named name) under Settings; yield the page."""
     from playwright.sync_api import expect
 
-    add_user(app, "pk@example.com", "editor")
+    add_user(app, email, role)
     with serve(app) as url:
         url = url.replace("127.0.0.1", "localhost")  # a relying party id is a name, not an IP
         app.config["SITE_URL"] = url
@@ -30,18 +34,27 @@ def test_a_passkey_is_registered_and_then_signs_in_alone(app, browser):
         try:
             page = context.new_page()
             _authenticator(context, page)
-            sign_in_page(page, "pk@example.com")
+            sign_in_page(page, email)
             page.goto("/settings/passkeys")
-            page.fill("#passkey-name", "Test laptop")
+            if name:
+                page.fill("#passkey-name", name)
             page.click("[data-passkey-register]")
-            expect(page.locator(".passkeys")).to_contain_text("Test laptop", timeout=15_000)
-            page.click("text=Sign out")
-            page.wait_for_url("**/login")
-            page.click("[data-passkey-signin]")
-            page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
-            expect(page.locator("body")).to_contain_text("pk@example.com")
+            expect(page.locator(".passkeys")).to_contain_text(name or "Passkey",
+                                                              timeout=15_000)
+            yield page
         finally:
             context.close()
+
+
+def test_a_passkey_is_registered_and_then_signs_in_alone(app, browser):
+    from playwright.sync_api import expect
+
+    with with_a_passkey(app, browser, "pk@example.com", "editor", "Test laptop") as page:
+        page.click("text=Sign out")
+        page.wait_for_url("**/login")
+        page.click("[data-passkey-signin]")
+        page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
+        expect(page.locator("body")).to_contain_text("pk@example.com")
     with app.app_context():
         key = db.session.scalar(sa.select(Passkey))
         assert key.name == "Test laptop" and key.last_used_at is not None
@@ -68,48 +81,24 @@ def _csrf(client) -> str:
 
 def test_with_a_passkey_the_password_is_followed_by_the_passkey(app, browser):
     """A second step after the password: an account with a passkey needs it as well."""
-    from playwright.sync_api import expect
-
-    add_user(app, "two@example.com", "admin")
-    with serve(app) as url:
-        url = url.replace("127.0.0.1", "localhost")
-        app.config["SITE_URL"] = url
-        context = browser.new_context(base_url=url)
-        try:
-            page = context.new_page()
-            _authenticator(context, page)
-            sign_in_page(page, "two@example.com")
-            page.goto("/settings/passkeys")
-            page.click("[data-passkey-register]")
-            expect(page.locator(".passkeys")).to_contain_text("Passkey", timeout=15_000)
-            page.click("text=Sign out")
-            page.wait_for_url("**/login")
-            page.fill("#f-email", "two@example.com")
-            page.fill("#f-password", PASSWORD)
-            page.click("button.primary")
-            page.wait_for_url("**/login/code")
-            assert page.request.get(url + "/admin/", max_redirects=0).status == 302
-            page.click("[data-passkey-signin]")
-            page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
-        finally:
-            context.close()
+    with with_a_passkey(app, browser, "two@example.com", "admin") as page:
+        page.click("text=Sign out")
+        page.wait_for_url("**/login")
+        page.fill("#f-email", "two@example.com")
+        page.fill("#f-password", PASSWORD)
+        page.click("button.primary")
+        page.wait_for_url("**/login/code")
+        base = page.url.split("/login")[0]
+        assert page.request.get(base + "/admin/", max_redirects=0).status == 302
+        page.click("[data-passkey-signin]")
+        page.wait_for_url(re.compile(r".*/admin/$"), timeout=15_000)
 
 
 def test_a_passkey_confirms_a_dangerous_action_and_the_form_goes_on(app, browser):
     from playwright.sync_api import expect
 
-    add_user(app, "ops@example.com", "admin")
-    with serve(app) as url:
-        url = url.replace("127.0.0.1", "localhost")
-        app.config["SITE_URL"] = url
-        context = browser.new_context(base_url=url)
-        try:
-            page = context.new_page()
-            _authenticator(context, page)
-            sign_in_page(page, "ops@example.com")
-            page.goto("/settings/passkeys")
-            page.click("[data-passkey-register]")
-            expect(page.locator(".passkeys")).to_contain_text("Passkey", timeout=15_000)
+    try:
+        with with_a_passkey(app, browser, "ops@example.com", "admin") as page:
             app.config["STEP_UP_MINUTES"] = 0.02  # 1.2 s: the sign-in is old news soon
             page.wait_for_timeout(1_500)  # the age of the sign-in is what is under test
             page.goto("/admin/freeze/")
@@ -118,9 +107,8 @@ def test_a_passkey_confirms_a_dangerous_action_and_the_form_goes_on(app, browser
             expect(page.locator("#step-up")).to_contain_text("Confirm it is you")
             page.click("[data-passkey-signin]")
             expect(page.locator("body")).to_contain_text("embargo until noon", timeout=15_000)
-        finally:
-            app.config["STEP_UP_MINUTES"] = 10.0
-            context.close()
+    finally:
+        app.config["STEP_UP_MINUTES"] = 10.0
     with app.app_context():
         from webapp.models import Freeze
 
