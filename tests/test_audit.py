@@ -41,7 +41,8 @@ NOT_A_CHANGE = {"posts.preview",  # renders Markdown, writes nothing
                 # a ceremony's challenge (expiring, single-use): nobody's change yet
                 "passkeys.registration_options", "passkeys.sign_in_options",
                 "passkeys.step_up_options",
-                "passkeys.step_up"}  # proves the session again: the change it guards audits
+                "passkeys.step_up",  # proves the session again: the change it guards audits
+                "passkeys.confirm"}  # the same, by the step-up prompt, before adding one
 # a real authenticator makes these: tests/test_passkeys_browser.py checks their audit rows
 AUDITED_IN_CHROMIUM = {"passkeys.register", "passkeys.sign_in"}
 

@@ -29,6 +29,7 @@ EXPECTED = {
     "passkeys.register": SIGNED_IN, "passkeys.remove": SIGNED_IN,
     "passkeys.sign_in_options": PUBLIC, "passkeys.sign_in": PUBLIC,
     "passkeys.step_up_options": SIGNED_IN, "passkeys.step_up": SIGNED_IN,
+    "passkeys.confirm": SIGNED_IN,
     "dashboard.index": "viewer", "dashboard.live": "viewer",
     "posts.index": "editor", "posts.rows": "editor", "posts.new": "editor",
     "posts.edit": "editor", "posts.panel": "editor", "posts.preview": "editor",

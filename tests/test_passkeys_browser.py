@@ -113,3 +113,20 @@ def test_a_passkey_confirms_a_dangerous_action_and_the_form_goes_on(app, browser
         from webapp.models import Freeze
 
         assert db.session.scalar(sa.select(Freeze.reason)) == "embargo until noon"
+
+
+def test_adding_a_passkey_asks_a_stale_session_to_confirm_it_is_you_first(app, auth):
+    import time
+
+    client = auth.client("editor", email="late@example.com")
+    with client.session_transaction() as sess:
+        sess["proved_at"] = time.time() - 11 * 60
+    app.config["SITE_URL"] = "http://localhost:5000"
+    page = client.get("/settings/passkeys").get_data(as_text=True)
+    assert "Confirm it is you" in page and "data-passkey-register" not in page
+    refused = client.post("/settings/passkeys/options", headers={"X-CSRFToken": _csrf_of(page)})
+    assert refused.status_code == 401 and "Confirm it is you first" in refused.get_json()["error"]
+
+
+def _csrf_of(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)

@@ -14,6 +14,7 @@ from flask_login import current_user, login_required
 
 from ..accounts import passkeys
 from ..accounts.security import client_address, is_safe_next
+from ..accounts.stepup import fresh, step_up
 from ..accounts.users import user_target
 from ..extensions import db
 from ..models import User
@@ -31,13 +32,25 @@ def _refused(message: str, status: int = 422):
 def index():
     """List the user's passkeys, with a button to add one and one to remove each."""
     return render_template("auth/passkeys.html", keys=passkeys.listed(current_user),
-                           available=passkeys.relying_party() is not None)
+                           available=passkeys.relying_party() is not None, fresh=fresh())
+
+
+@bp.post("/settings/passkeys/confirm")
+@login_required
+@step_up
+def confirm():
+    """Prove the session again before adding a passkey (the step-up prompt, then back)."""
+    return redirect(url_for("passkeys.index"), code=303)
 
 
 @bp.post("/settings/passkeys/options")
 @login_required
 def registration_options():
-    """Options for navigator.credentials.create (a challenge stored for 5 minutes)."""
+    """Options for navigator.credentials.create (a challenge stored for 5 minutes); only
+    for a session that proved itself lately: a passkey added is a way in for good."""
+    if not fresh():
+        return _refused("Confirm it is you first (the button above), then add the passkey.",
+                        401)
     try:
         return current_app_json(passkeys.registration_options(current_user))
     except passkeys.PasskeyError as exc:
@@ -66,6 +79,7 @@ def register():
 
 @bp.post("/settings/passkeys/<int:passkey_id>/remove")
 @login_required
+@step_up
 def remove(passkey_id: int):
     """Remove one of the user's passkeys."""
     gone = passkeys.remove(current_user, passkey_id)

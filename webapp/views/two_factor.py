@@ -4,6 +4,7 @@ from flask import Blueprint, Response, abort, flash, redirect, render_template, 
 from flask_login import current_user, login_required
 
 from ..accounts import totp
+from ..accounts.stepup import step_up
 from ..accounts.users import user_target
 from ..extensions import db
 from ..ops import audit
@@ -31,6 +32,7 @@ def index():
 
 @bp.post("/start")
 @login_required
+@step_up
 def start():
     """Make a new secret to scan; two-factor is on only once a code confirms it."""
     if totp.is_on(current_user):
