@@ -46,7 +46,7 @@ def test_a_candidate_that_stamps_its_lease_keeps_it(tmp_path):
     while time.monotonic() < deadline:  # three stale periods, stamped all along
         candidate.beat()
         assert not sibling.take()
-        time.sleep(0.05)
+        time.sleep(0.05)  # the stamping cadence under test, not a wait for something
     assert candidate.still_held()
 
 

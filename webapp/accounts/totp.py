@@ -159,10 +159,7 @@ def _hash(code: str) -> str:
 
 def required_for(user: User) -> bool:
     """Return whether the account policy says user must sign in with a second factor."""
-    from ..models import AccountPolicy
-
-    policy = db.session.get(AccountPolicy, AccountPolicy.ROW)
-    rule = policy.two_factor_required if policy else "nobody"
+    rule = policy_rule()
     return rule == "everyone" or (rule == "admins" and user.role == "admin")
 
 

@@ -63,17 +63,15 @@ def login():
         session["second_factor"] = {"user": user.id, "at": time.time(), "next": next_url,
                                     "zone": request.form.get("zone", "")}
         return redirect(url_for("auth.second_factor"), code=303)
-    return _signed_in(user, address, device_id, next_url, request.form.get("zone", ""))
+    return _signed_in(user, address, device_id, next_url, request.form.get("zone", ""),
+                      "password")
 
 
-def _signed_in(user: User, address: str, device_id: int | None, next_url: str, zone: str):
-    """Finish a sign-in whose every proof is in: forget this browser's failures, trust it,
-    start the session."""
-    throttle.clear_failures(user.email, address, device_id)
-    devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
-    db.session.commit()
+def _signed_in(user: User, address: str, device_id: int | None, next_url: str, zone: str,
+               how: str):
+    """Finish a sign-in whose every proof is in (how: the last one) and say where to go."""
     _adopt_browser_zone(user, zone)
-    _start(user, address)
+    _trust_and_start(user, address, device_id, how)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
@@ -112,7 +110,7 @@ def second_factor():
                           "your app shows now, or a recovery code."}
         return render_template("auth/code.html", errors=errors, **_second_steps(user)), 401
     response = _signed_in(user, address, device_id, pending.get("next", ""),
-                          pending.get("zone", ""))
+                          pending.get("zone", ""), "totp")
     if how == "recovery code":  # after the new session began: it carries the message
         flash(f"Signed in with a recovery code: {totp.recovery_codes_left(user)} left. "
               "Make new ones under Settings if you are running out.", "info")
@@ -122,11 +120,15 @@ def second_factor():
 def _signed_in_with(user: User, address: str, how: str) -> None:
     """Start the session of a sign-in proved another way than the password (a passkey)."""
     trusted = devices.presented(user.email)
-    throttle.clear_failures(user.email, address, trusted.id if trusted else None)
+    _trust_and_start(user, address, trusted.id if trusted else None, how)
+
+
+def _trust_and_start(user: User, address: str, device_id: int | None, how: str) -> None:
+    """Forget this browser's failures, trust it (its device cookie), start the session."""
+    throttle.clear_failures(user.email, address, device_id)
     devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
     db.session.commit()
-    _start(user, address)
-    stepup.proved(how)
+    _start(user, address, how)
 
 
 def _second_steps(user: User) -> dict:
@@ -134,13 +136,13 @@ def _second_steps(user: User) -> dict:
     return {"totp_on": totp.is_on(user), "passkey_on": passkeys.has_any(user)}
 
 
-def _start(user: User, address: str) -> None:
-    """Start a fresh server-side session and cookie for user (no fixation)."""
+def _start(user: User, address: str, how: str) -> None:
+    """Start a fresh server-side session and cookie for user (no fixation), proved by how."""
     session.clear()
     session.permanent = True
     sessions.start_session(user, address, request.headers.get("User-Agent", ""))
     login_user(user)
-    stepup.proved("totp" if totp.is_on(user) else "password")
+    stepup.proved(how)
 
 
 def _adopt_browser_zone(user: User, zone: str) -> None:
