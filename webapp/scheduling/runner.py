@@ -89,6 +89,11 @@ class Scheduler:
         self.step_started: float | None = None  # monotonic start of the step in hand
 
     @property
+    def own_apps(self) -> set[Flask]:
+        """Return the apps with connections of their own (the ticks', plugin work's)."""
+        return {self.tick_app, self.plugin_app} - {self.app}
+
+    @property
     def alive(self) -> bool:
         """Return whether the scheduler thread is running."""
         return self.thread is not None and self.thread.is_alive()
@@ -176,7 +181,7 @@ class Scheduler:
         if not workers.drain(DRAIN_SECONDS):
             log.warning("plugin runs still in flight after %.0f s; the next leader will "
                         "time them out", DRAIN_SECONDS)
-        for app in {self.tick_app, self.plugin_app} - {self.app}:
+        for app in self.own_apps:
             with app.app_context():
                 db.engine.dispose()  # the ticks' and plugins' own connections end with it
         log.info("scheduler stopped")
@@ -232,7 +237,7 @@ class Scheduler:
         """Close the ticks' connection of a process that leads nothing (a standby wrote an
         alert or an event through it, or it just lost its keys): followers cost the
         database their lock session only; the next lead opens it again."""
-        for app in {self.tick_app, self.plugin_app} - {self.app}:
+        for app in self.own_apps:
             with app.app_context():
                 if db.engine.pool.checkedin():
                     db.engine.dispose()
