@@ -51,13 +51,15 @@ def registration_options():
     if not fresh():
         return _refused("Confirm it is you first (the button above), then add the passkey.",
                         401)
+    return _options(lambda: passkeys.registration_options(current_user))
+
+
+def _options(make):
+    """Answer a ceremony's options (JSON, kept by no cache), or why they cannot be made."""
     try:
-        return current_app_json(passkeys.registration_options(current_user))
+        text = make()
     except passkeys.PasskeyError as exc:
         return _refused(str(exc))
-
-
-def current_app_json(text: str):
     return text, 200, {"Content-Type": "application/json", "Cache-Control": "no-store"}
 
 
@@ -96,10 +98,7 @@ def sign_in_options():
     step after a password, that account's."""
     pending = session.get("second_factor") or {}
     user = db.session.get(User, pending["user"]) if pending.get("user") else None
-    try:
-        return current_app_json(passkeys.authentication_options(user))
-    except passkeys.PasskeyError as exc:
-        return _refused(str(exc))
+    return _options(lambda: passkeys.authentication_options(user))
 
 
 @bp.post("/login/passkey")
@@ -124,10 +123,7 @@ def sign_in():
 @login_required
 def step_up_options():
     """Options for a step-up with one of the signed-in user's passkeys."""
-    try:
-        return current_app_json(passkeys.authentication_options(current_user))
-    except passkeys.PasskeyError as exc:
-        return _refused(str(exc))
+    return _options(lambda: passkeys.authentication_options(current_user))
 
 
 @bp.post("/settings/step-up/passkey")
