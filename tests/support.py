@@ -6,6 +6,7 @@ fleet); test modules import the plain functions from here, never from each other
 
 import http.cookiejar
 import json
+import multiprocessing
 import os
 import re
 import threading
@@ -42,11 +43,13 @@ from webapp.models import (
     LeaderEvent,
     LeaderState,
     Post,
+    ScheduledChange,
     User,
     WebhookDelivery,
     WebhookEndpoint,
 )
 from webapp.plugins import sitemap
+from webapp.posts import revisions
 
 PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
@@ -133,6 +136,22 @@ def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
         db.session.add(post)
         db.session.commit()
         return post.id
+
+
+def race_two(target, *args) -> list:
+    """Run target(*args, barrier, results) in two spawned processes that start together at
+    the barrier; return what each put on results (two leaders racing for the same rows)."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    children = [ctx.Process(target=target, args=(*args, barrier, results)) for _ in range(2)]
+    for child in children:
+        child.start()
+    done = [results.get(timeout=120) for _ in children]
+    for child in children:
+        child.join(30)
+        assert child.exitcode == 0
+    results.close()
+    return done
 
 
 # Users, signing in, CSRF -------------------------------------------------------------------
@@ -354,10 +373,19 @@ def seed_site(app) -> dict:
     seed_webhooks(app)
     with app.app_context():
         sitemap.rebuild(now)
+        # a history to compare, and a change waiting to go live (the panel shows it)
+        revisions.keep(post_id, "Hello", "Some text.", "create", True)
+        revisions.keep(post_id, "Hello", "Some *text*.", "edit", True)
+        first = revisions.current_revision_id(post_id) - 1
+        db.session.add(ScheduledChange(post_id=post_id, title="Hello", body="Some new *text*.",
+                                       apply_at=now + timedelta(days=2), base_version=1,
+                                       base_digest="", author="editor@example.com"))
+        db.session.commit()
     admin = AuthActions(app.test_client()).client("admin")
     created = post_form(admin, "/admin/timers/new", TIMER)
     assert created.status_code in (302, 303), text(created)[:300]
-    return {"post": post_id, "timer": created.headers["Location"].rstrip("/")}
+    return {"post": post_id, "timer": created.headers["Location"].rstrip("/"),
+            "revision": first}
 
 
 def seed_webhooks(app) -> None:
@@ -429,6 +457,10 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/settings/two-factor/", "viewer"), ("/settings/passkeys", "viewer"),
         ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
         (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
+        (f"/admin/posts/{site['post']}/history", "editor"),
+        (f"/admin/posts/{site['post']}/history/{site['revision']}", "editor"),
+        (f"/admin/posts/{site['post']}/compare?a={site['revision']}", "editor"),
+        (f"/admin/posts/{site['post']}/change", "editor"),
         ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),
         ("/admin/plugins/", "editor"),
         ("/admin/calendar/", "editor"), ("/admin/calendar/?view=week&timers=1", "editor"),

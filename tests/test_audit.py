@@ -25,6 +25,7 @@ from webapp.models import (
     AuditEvent,
     OutboxEvent,
     Passkey,
+    ScheduledChange,
     User,
     WebhookDelivery,
     WebhookEndpoint,
@@ -32,7 +33,7 @@ from webapp.models import (
 )
 from webapp.ops import freezes
 from webapp.plugins import registry
-from webapp.posts import content_digest
+from webapp.posts import content_digest, revisions
 
 WEB_ADDRESS, API_ADDRESS = "198.51.100.7", "2001:db8::42"
 FUTURE = "2031-01-15T09:30"
@@ -151,6 +152,35 @@ def _edit(w: World):
         "digest": content_digest("Hello", "hello", "Some *text*.")})
 
 
+def _old_version(w: World) -> int:
+    """A published post whose history holds an older text; return that version's id."""
+    pid = w.post("published")
+    with w.app.app_context():
+        revisions.keep(pid, "Hello", "An older text.", "create", True)
+        db.session.commit()
+        return revisions.current_revision_id(pid)
+
+
+def _restore(w: World):
+    rid = _old_version(w)
+    return w.form(f"/admin/posts/{w.ids['post']}/history/{rid}/restore", {"version": 1})
+
+
+def _scheduled_change(w: World, cancel: bool = False):
+    pid = w.post("published")
+    with w.app.app_context():
+        change = ScheduledChange(post_id=pid, title="Hello", body="New.", base_version=1,
+                                 apply_at=utcnow().replace(year=2031), base_digest="", author="")
+        db.session.add(change)
+        db.session.commit()
+        change_id = change.id
+    if cancel:
+        return w.form(f"/admin/posts/{pid}/change/cancel")
+    return w.form(f"/admin/posts/{pid}/change", {"title": "Hello", "body": "Newer.",
+                                                 "apply_at": FUTURE, "zone": "UTC",
+                                                 "change_id": change_id})
+
+
 def _settings_password(w: World):
     return w.form("/settings", {"timezone": "UTC", "current_password": "correct horse battery",
                                 "new_password": "a new long password",
@@ -228,6 +258,14 @@ CASES = [
          "post.publish", "“Hello”"),
     Case("posts.unpublish", "editor", lambda w: w.form(
         f"/admin/posts/{w.post('published')}/unpublish"), "post.unpublish", "“Hello”"),
+    Case("revisions.restore", "editor", _restore, "post.restore", "“Hello”"),
+    Case("revisions.change", "editor", lambda w: w.form(
+        f"/admin/posts/{w.post('published')}/change", {
+            "title": "Hello", "body": "New.", "apply_at": FUTURE, "zone": "UTC"}),
+         "post.change_schedule", "“Hello”"),
+    Case("revisions.change", "editor", _scheduled_change, "post.change_edit"),
+    Case("revisions.cancel_change", "editor", lambda w: _scheduled_change(w, cancel=True),
+         "post.change_cancel", "“Hello”"),
     Case("calendar.move", "editor", lambda w: w.form(
         f"/admin/calendar/posts/{w.post('scheduled')}/move", {
             "date": "2031-02-01", "time": "09:00", "zone": "UTC", "version": 1}),

@@ -196,7 +196,7 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         counts = housekeeping.trim(T0)
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
                           "timer runs": 1, "leadership events": 1, "login failures": 0,
-                          "ended sessions": 1, "audit events": 1}
+                          "ended sessions": 1, "audit events": 1, "post revisions": 0}
         assert db.session.scalar(sa.select(sa.func.count(AuditEvent.id))) == 1
         assert db.session.scalar(sa.select(sa.func.count(UserSession.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2

@@ -1,12 +1,12 @@
 """The publish tick with an injected clock, fenced writes, and the runner's wake-ups."""
 
-import multiprocessing
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from tests.cluster import wait_for
+from tests.support import race_two
 from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
@@ -108,17 +108,7 @@ def _publish_until_done(url: str, barrier, results) -> None:
 def test_two_processes_ticking_at_once_publish_every_post_exactly_once(app, pg_url):
     with app.app_context():
         add_posts(3000, T0)
-    ctx = multiprocessing.get_context("spawn")
-    barrier, results = ctx.Barrier(2), ctx.Queue()
-    children = [ctx.Process(target=_publish_until_done, args=(pg_url, barrier, results))
-                for _ in range(2)]
-    for child in children:
-        child.start()
-    batches = [results.get(timeout=120) for _ in children]
-    for child in children:
-        child.join(30)
-        assert child.exitcode == 0
-    results.close()
+    batches = race_two(_publish_until_done, pg_url)
     everything = batches[0] + batches[1]
     assert len(everything) == 3000 and len(set(everything)) == 3000
     with app.app_context():

@@ -262,6 +262,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "DB_REVALIDATION_CONNECTION": env_bool(env, "DB_REVALIDATION_CONNECTION", True),
         "OPS_NO_LEADER_SECONDS": env_float(env, "OPS_NO_LEADER_SECONDS", 30.0, 1.0),
         "OPS_POST_LATE_SECONDS": env_float(env, "OPS_POST_LATE_SECONDS", 60.0, 1.0),
+        "REVISIONS_KEEP": env_int(env, "REVISIONS_KEEP", 50, minimum=1),
         "DEADMAN_URL": deadman_url(env),
         "DEADMAN_EVERY_SECONDS": env_float(env, "DEADMAN_EVERY_SECONDS", 60.0, 0.5),
         "METRICS_TOKEN": metrics_token(env),

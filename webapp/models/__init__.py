@@ -16,6 +16,7 @@ from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
+from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
 from .timers import Timer, TimerRun
 from .types import UTCDateTime, utcnow
@@ -39,6 +40,8 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "PostRevision",
+    "ScheduledChange",
     "SiteState",
     "Timer",
     "TimerRun",

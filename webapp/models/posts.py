@@ -73,5 +73,5 @@ class OutboxEvent(db.Model):
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # (0013) what happened, named from the occurrence, not a counter: an ops alert's
     # ("ops.no_leader:<key>:<term>", written once fleet-wide) or a post's transition
-    # (posts.lifecycle.event_key); webhook ids are derived from it
+    # (posts.outbox.event_key); webhook ids are derived from it
     dedupe_key: Mapped[str | None] = mapped_column(sa.String(200))

@@ -131,6 +131,7 @@ def text(topic: str, payload: dict) -> str:
                                        f"attempts: {p['last_error']}",
         "post.published": lambda: f"Published: “{p['title']}” ({p['slug']}).",
         "post.unpublished": lambda: f"Unpublished: “{p['title']}” ({p['slug']}).",
+        "post.updated": lambda: f"Updated: “{p['title']}” ({p['slug']}).",
     }
     try:
         return "[Soloist] " + lines[topic]()

@@ -25,8 +25,9 @@ from .schedules import UNITS, check_cron
 if TYPE_CHECKING:  # the plugin API stays free of the database
     from .fence import Lead
 
-HOOKS = ("on_publish", "on_unpublish")
-TOPIC_HOOKS = {"post.published": "on_publish", "post.unpublished": "on_unpublish"}
+HOOKS = ("on_publish", "on_unpublish", "on_update")
+TOPIC_HOOKS = {"post.published": "on_publish", "post.unpublished": "on_unpublish",
+               "post.updated": "on_update"}  # a live post's text changed
 PARAM_TYPES = ("str", "int", "float", "bool")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -190,7 +191,7 @@ class Plugin:
         return decorator
 
     def hook(self, name: str) -> Callable:
-        """Register the decorated function as the on_publish or on_unpublish hook."""
+        """Register the decorated function as the on_publish, on_unpublish or on_update hook."""
         if name not in HOOKS:
             raise ValueError(f"unknown hook {name!r}; hooks are {', '.join(HOOKS)}")
 

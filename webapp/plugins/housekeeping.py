@@ -22,15 +22,18 @@ from ..models import (
     LeaderEvent,
     LoginFailure,
     OutboxEvent,
+    PostRevision,
     TimerRun,
     UserSession,
     WebhookDelivery,
 )
+from ..posts import revisions
 from .base import Param, Plugin, RunContext
 
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
-                "leadership events, failed sign-ins, ended sign-in sessions and audit events.")
+                "leadership events, failed sign-ins, ended sign-in sessions, audit events and "
+                "old post revisions.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
                      misfire="run_once", grace_seconds=3600)
 
@@ -73,6 +76,8 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
         ("login failures", LoginFailure.id, [LoginFailure.at < before(login_failures_days)], []),
         ("ended sessions", UserSession.id, [UserSession.ended_at < before(sessions_days)], []),
         ("audit events", AuditEvent.at, [AuditEvent.at < before(audit_days)], []),
+        ("post revisions", PostRevision.id, [PostRevision.was_live.is_(False)],
+         revisions.prunable()),  # REVISIONS_KEEP a post, and every version readers saw
     ]
     return {name: delete_in_batches(key, [*found, *checked], found, batch, more)
             for name, key, found, checked in steps}

@@ -70,3 +70,4 @@ def on_change(event: HookEvent) -> None:
 
 
 plugin.hook("on_unpublish")(on_change)
+plugin.hook("on_update")(on_change)  # its lastmod

@@ -9,6 +9,7 @@ validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
 """
 
+from . import revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -41,6 +42,14 @@ from .lifecycle import (
     unschedule_post,
     write_outbox,
 )
+from .pending import (
+    ChangeState,
+    cancel_change,
+    pending_change,
+    schedule_change,
+    upcoming_changes,
+)
+from .pending import apply_due as apply_due_changes
 from .queries import (
     COUNT_CAP,
     PUBLISHED_POST_VALIDATORS,
@@ -60,7 +69,9 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
-    "PublishTimeInPast", "StalePost",
+    "PublishTimeInPast", "StalePost", "ChangeState",
+    "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
+    "upcoming_changes",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
     "get_post", "hold_due", "is_slug", "late", "list_posts", "next_due", "next_due_reads",
     "publish_due", "publish_now", "published_by_slug", "published_page", "published_post",

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import defer
 
 from ..extensions import db
-from ..models import Post
+from ..models import Post, ScheduledChange
 from .edits import get_post
 from .errors import PostError
 from .lifecycle import schedule_post
@@ -194,6 +194,30 @@ def _bucketed(ends: list[datetime], start: datetime, per: int) -> dict[int, DayP
         .where(Post.id.in_([post_id for ids in firsts.values() for post_id in ids])))}
     return {i: DayPosts([loaded[p] for p in ids if p in loaded], totals[i])
             for i, ids in firsts.items()}  # (a post deleted meanwhile is left out)
+
+
+@dataclass(frozen=True)
+class ChangeChip:
+    """A live post's scheduled change on the calendar: when, and which post."""
+
+    apply_at: datetime
+    post_id: int
+    title: str
+
+
+def changes_by_day(days: Span) -> dict[date, list[ChangeChip]]:
+    """Return the scheduled changes to live posts in the span, by local day (one a post at
+    most, so a page holds few)."""
+    found: dict[date, list[ChangeChip]] = {}
+    rows = db.session.execute(
+        sa.select(ScheduledChange.apply_at, Post.id, Post.title)
+        .join(Post, Post.id == ScheduledChange.post_id)
+        .where(ScheduledChange.apply_at >= days.start, ScheduledChange.apply_at < days.end)
+        .order_by(ScheduledChange.apply_at, Post.id))
+    for apply_at, post_id, title in rows:
+        day = apply_at.astimezone(days.zone).date()
+        found.setdefault(day, []).append(ChangeChip(apply_at, post_id, title))
+    return found
 
 
 def move_post(post_id: int, version: int, publish_at: datetime) -> Post:

@@ -14,7 +14,15 @@ from ..leadership.keys import PUBLISH
 from ..models import Post
 from ..ops import audit
 from ..site import state
-from .edits import SLUG_TAKEN, _commit_or_slug_taken, _slug_taken, _text_changes, check_fields
+from . import revisions
+from .edits import (
+    SLUG_TAKEN,
+    _commit_or_slug_taken,
+    _slug_taken,
+    _text_changes,
+    check_fields,
+    updated,
+)
 from .errors import PostError
 from .lifecycle import SCHEDULABLE, _audit_post, _locked, check_times
 
@@ -35,14 +43,20 @@ def change_post(post_id: int, version: int, text: tuple[str, str, str] | None,
     except PostError:
         db.session.rollback()
         raise
+    text_changed = fields is not None and (fields.title, fields.body) != (post.title, post.body)
     if fields is not None:
         audit.record("post.edit", audit.target("post", post.id, fields.title),
                      _text_changes(post, fields))
         post.title, post.slug, post.body = fields.title, fields.slug, fields.body
         if post.status == "published":  # under the row lock: readers see the new text
             state.bump(now)
+    if text_changed:
+        revisions.keep(post.id, post.title, post.body, "edit", post.status == "published")
     post.version += 1
     post.updated_at = now
+    if text_changed and post.status == "published":
+        db.session.flush()
+        updated([post], now)
     _commit_or_slug_taken()
     return post
 

@@ -11,12 +11,14 @@ from sqlalchemy.exc import IntegrityError
 
 from ..db import database_now, wake_scheduler
 from ..extensions import db
-from ..leadership.keys import PUBLISH
+from ..leadership.keys import PLUGINS, PUBLISH
 from ..models import Post
 from ..ops import audit
 from ..site import state
 from ..site.xmltext import unsafe_character
+from . import revisions
 from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
+from .outbox import write_outbox
 
 MAX_TITLE = 200
 MAX_SLUG = 200
@@ -171,6 +173,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
     db.session.add(post)
+    db.session.flush()  # its id, for the first revision
+    revisions.keep(post.id, post.title, post.body, "create", live=False)
     detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
@@ -186,11 +190,13 @@ def _check_new_times(publish_at: datetime | None, unpublish_at: datetime | None)
 
 
 def update_post(post_id: int, version: int, digest: str | None, title: str, slug: str,
-                body: str) -> Post:
+                body: str, restored_from: int | None = None) -> Post:
     """Save new text if nobody else changed the text since version (digest names that text).
 
     A form opened at an older version still saves when only the status changed in
     between (the publish leader published it, say): its text digest still matches.
+    A new title or body is kept as a revision; restored_from names the revision a restore
+    brings back (audited as post.restore). A live post's new text is a post.updated event.
     """
     fields = check_fields(title, slug, body)
     now = database_now()
@@ -204,15 +210,31 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
         .where(Post.id == post_id, Post.version == post.version)
         .values(title=fields.title, slug=fields.slug, body=fields.body,
                 version=Post.version + 1, updated_at=now)
-        .returning(Post.status)
+        .returning(Post.id, Post.slug, Post.title, Post.status, Post.version, Post.created_at)
         .execution_options(synchronize_session=False)
-    ).scalars().all()
+    ).all()
     if len(saved) != 1:
         db.session.rollback()
         raise StalePost(get_post(post_id))
-    if saved[0] == "published":  # readers see the new text: the public pages changed
+    live = saved[0].status == "published"
+    text_changed = (fields.title, fields.body) != (post.title, post.body)
+    if text_changed:
+        revisions.keep(post_id, fields.title, fields.body,
+                       "restore" if restored_from else "edit", live, restored_from=restored_from)
+    if live:  # readers see the new text: the public pages changed, and the hooks hear of it
         state.bump(now)
-    audit.record("post.edit", audit.target("post", post_id, fields.title),
-                 _text_changes(post, fields))
+        if text_changed:
+            updated(saved, now)
+    detail = _text_changes(post, fields)
+    if restored_from:
+        detail["restored"] = restored_from
+    audit.record("post.restore" if restored_from else "post.edit",
+                 audit.target("post", post_id, fields.title), detail)
     _commit_or_slug_taken()
     return get_post(post_id)
+
+
+def updated(rows: list[sa.Row], now: datetime, instance: str = "") -> None:
+    """Add the post.updated events of live posts whose text changed (rows: as _move returns)."""
+    write_outbox("post.updated", rows, now, instance)
+    wake_scheduler(PLUGINS.name)

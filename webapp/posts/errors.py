@@ -30,9 +30,10 @@ class StalePost(PostError):
 class PublishTimeInPast(PostError):
     """The publish time has already passed; the editor may publish now instead."""
 
-    def __init__(self, when: datetime) -> None:
-        super().__init__({"publish_at": "That time has already passed. Pick a later time, "
-                                        "or publish now."})
+    def __init__(self, when: datetime, field: str = "publish_at") -> None:
+        later = "Pick a later time, or publish now." if field == "publish_at" else (
+            "Pick a later time, or save the change now.")
+        super().__init__({field: f"That time has already passed. {later}"})
         self.when = when
 
 

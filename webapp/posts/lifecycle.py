@@ -6,19 +6,21 @@ So an editor's click and the leader's tick can never both win, and two
 processes that both believe they lead can never publish a post twice.
 """
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import sqlalchemy as sa
 
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
-from ..models import Freeze, OutboxEvent, Post
+from ..models import Freeze, Post, ScheduledChange
 from ..ops import audit, freezes
 from ..ops.metrics import observe_publish_lags
 from ..site import state
+from . import revisions
 from .edits import check_times, get_post
 from .errors import PostError, PostNotFound, PublishingFrozen, StalePost
+from .outbox import write_outbox
 
 SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
@@ -37,30 +39,6 @@ def _move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
         .returning(Post.id, Post.slug, Post.title, *also, Post.version, Post.created_at)
         .execution_options(synchronize_session=False)
     ).all()
-
-
-def event_key(topic: str, row: sa.Row) -> str:
-    """Return the name of a post's transition: the post, the topic and its version after it.
-
-    Not the outbox's sequence id: after a lossy failover the database can redo a
-    publication the receivers already got, and the redone one must carry the same key
-    (webhooks derive their ids from it) while a new publication (after an unpublish or an
-    edit: a new version) gets a new one. created_at tells apart two posts given the same
-    id by a sequence that went back in time.
-    """
-    created = row.created_at.astimezone(UTC).isoformat(timespec="microseconds")
-    return f"{topic}:post:{row.id}:{created}:v{row.version}"
-
-
-def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
-    """Add one outbox event per row _move returned to the current transaction."""
-    db.session.execute(sa.insert(OutboxEvent), [
-        {"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
-         "dedupe_key": event_key(topic, row),
-         "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
-                     "at": now.isoformat()}}
-        for row in rows
-    ])
 
 
 def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str) -> None:
@@ -94,6 +72,8 @@ def _transition(now: datetime, source: str, target: str, due_column: sa.Column, 
         values["published_at"] = now
     moved = _move([Post.id == due.c.id, Post.status == source, due_column <= now], values,
                   due_column)
+    if target == "published":
+        revisions.mark_live([row.id for row in moved])
     _commit_moved(topic, moved, now, instance)
     if target == "published":
         observe_publish_lags((now - row[3]).total_seconds() for row in moved)
@@ -124,12 +104,13 @@ def hold_due(now: datetime) -> list[tuple[int, str]]:
 
 
 def next_due_reads() -> list[sa.ScalarSelect]:
-    """Return the first publish_at and the first unpublish_at ahead, as scalar subqueries."""
+    """Return the first publish_at, unpublish_at and change ahead, as scalar subqueries."""
     return [
         sa.select(sa.func.min(Post.publish_at)).where(Post.status == "scheduled")
         .scalar_subquery(),
         sa.select(sa.func.min(Post.unpublish_at))
         .where(Post.status == "published", Post.unpublish_at.is_not(None)).scalar_subquery(),
+        sa.select(sa.func.min(ScheduledChange.apply_at)).scalar_subquery(),
     ]
 
 
@@ -250,6 +231,7 @@ def publish_now(post_id: int, instance: str = "", override_freeze: bool = False)
                                              "publish_at": now, "unpublish_at": keep_expiry,
                                              "updated_at": now}, "published")
     _audit_moved("post.publish", moved, "published", overridden)  # from any SCHEDULABLE
+    revisions.mark_live([row.id for row in moved])
     wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
     _commit_moved("post.published", moved, now, instance)
 

@@ -27,17 +27,18 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     if is_frozen("publishing"):
         return now + FROZEN_RECHECK
     published = posts.publish_due(now, posts.BATCH_SIZE, instance)
+    changed = posts.apply_due_changes(now, posts.BATCH_SIZE, instance)
     unpublished = posts.unpublish_expired(now, posts.BATCH_SIZE, instance)
-    if published or unpublished:
-        record_work(PUBLISH.value, now,
-                    f"published {len(published)}, unpublished {len(unpublished)}",
+    if published or unpublished or changed:
+        done = f"published {len(published)}, unpublished {len(unpublished)}"
+        record_work(PUBLISH.value, now, done + (f", changed {len(changed)}" if changed else ""),
                     term=term or None, holder=instance)
-    if posts.BATCH_SIZE in (len(published), len(unpublished)):
+    if posts.BATCH_SIZE in (len(published), len(unpublished), len(changed)):
         return now  # a backlog: come straight back for the next batch
     upcoming = posts.next_due()
     late = current_app.config.get("OPS_POST_LATE_SECONDS", alerts.POST_LATE_SECONDS)
     if upcoming is not None and upcoming <= now - timedelta(seconds=late):
         alerts.posts_late(now, late, instance)  # still due long after their time: say so
-    if upcoming is not None and upcoming <= now and not (published or unpublished):
+    if upcoming is not None and upcoming <= now and not (published or unpublished or changed):
         return now + LOCKED_RETRY
     return upcoming

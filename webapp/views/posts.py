@@ -143,7 +143,7 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
         sched = {"publish_at": input_value(post.publish_at, zone) if keeps else "",
                  "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
-            "zones": sorted(zone_names()), **context}
+            "zones": sorted(zone_names()), "pending": domain.pending_change(post), **context}
 
 
 @bp.route("/<int:post_id>", methods=["GET", "POST"])
@@ -167,15 +167,18 @@ def edit(post_id: int):
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
-def _read_times(sched: dict, need_publish: bool = True) -> tuple:
-    """Parse the typed times in the typed zone; raise PostError naming each bad field."""
+def read_times(sched: dict, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """Parse the typed times in the typed zone; raise PostError naming each bad field.
+
+    A time the clocks skip or repeat is refused with a suggestion (a button fills it in).
+    """
     try:
         get_zone(sched["zone"])
     except TimeInputError as exc:
         raise PostError({"zone": str(exc)}) from None
     times, errors = {}, {}
-    for name in ("publish_at", "unpublish_at"):
-        if not sched.get(name) and (name == "unpublish_at" or not need_publish):
+    for name in names:
+        if not sched.get(name) and name in optional:
             times[name] = None
             continue
         try:
@@ -186,7 +189,14 @@ def _read_times(sched: dict, need_publish: bool = True) -> tuple:
                 errors[f"{name}_suggestion"] = exc.suggestion
     if errors:
         raise PostError(errors)
-    return times.get("publish_at"), times.get("unpublish_at")
+    return times
+
+
+def _read_times(sched: dict, need_publish: bool = True) -> tuple:
+    """Parse the schedule form's publish and unpublish times (see read_times)."""
+    optional = ("unpublish_at",) if need_publish else ("publish_at", "unpublish_at")
+    times = read_times(sched, ("publish_at", "unpublish_at"), optional)
+    return times["publish_at"], times["unpublish_at"]
 
 
 def _sched_form() -> dict:
@@ -348,7 +358,7 @@ def preview():
 @role_required("editor")
 def when():
     """Say when a typed local time is, in UTC and relative to now (the schedule form's hint)."""
-    text = request.args.get("publish_at", "").strip()
+    text = (request.args.get("publish_at") or request.args.get("apply_at", "")).strip()
     if not text:
         return ""
     zone = request.args.get("zone", "").strip()

@@ -1,0 +1,160 @@
+"""Scheduled changes: new text for a live post, swapped in by the publish leader at its time.
+
+A published post carries at most one pending change (editors write, edit and cancel it
+here). At its time the publish leader swaps it in exactly once, fenced like publishing:
+the change row is taken FOR UPDATE SKIP LOCKED and deleted, the post is updated only at
+the version read under its row lock, and the post.updated outbox row, the revision and
+the public pages' validators are written in the same transaction.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from ..db import database_now, wake_scheduler
+from ..extensions import db
+from ..leadership.keys import PUBLISH
+from ..models import Post, ScheduledChange
+from ..ops import audit
+from ..site import state
+from . import revisions
+from .edits import check_fields, content_digest, get_post, updated
+from .errors import PostError, PublishTimeInPast
+from .lifecycle import _move
+
+
+@dataclass(frozen=True)
+class ChangeState:
+    """A pending change as the editor sees it: the row, and whether the post moved on since."""
+
+    change: ScheduledChange
+    outdated: bool  # the live text changed after this change was written against it
+
+
+def pending_change(post: Post) -> ChangeState | None:
+    """Return the post's pending change, if it has one."""
+    change = db.session.scalar(sa.select(ScheduledChange).where(ScheduledChange.post_id == post.id))
+    if change is None:
+        return None
+    return ChangeState(change, change.base_digest != content_digest(post.title, post.slug,
+                                                                   post.body))
+
+
+def check_apply_time(post: Post, apply_at: datetime, now: datetime) -> None:
+    """Refuse a time that has passed, or one at or after the post comes down."""
+    if apply_at <= now:
+        raise PublishTimeInPast(apply_at, field="apply_at")
+    if post.unpublish_at is not None and apply_at >= post.unpublish_at:
+        raise PostError({"apply_at": "The post is unpublished before then: pick a time before "
+                                     "its unpublish time, or change that first."})
+
+
+def schedule_change(post_id: int, title: str, body: str, apply_at: datetime,
+                    change_id: int | None = None) -> ScheduledChange:
+    """Write (or, with change_id, edit) the pending change of a published post.
+
+    Raise PostError naming each bad field; a change_id that is gone (swapped in or
+    cancelled meanwhile) is refused rather than scheduled again.
+    """
+    post = get_post(post_id)
+    errors: dict[str, str] = {}
+    try:
+        fields = check_fields(title, post.slug, body)
+    except PostError as exc:
+        errors.update(exc.errors)
+    now = database_now()
+    if post.status != "published":
+        errors["form"] = (f"This post is {post.status}: a scheduled change is for a live post. "
+                          "Edit the text itself instead.")
+    else:
+        try:
+            check_apply_time(post, apply_at, now)
+        except PostError as exc:
+            errors.update(exc.errors)
+    if errors:
+        raise PostError(errors)
+    if (fields.title, fields.body) == (post.title, post.body):
+        raise PostError({"body": "This is the text the post has now: change something first."})
+    existing = db.session.scalar(sa.select(ScheduledChange).where(
+        ScheduledChange.post_id == post_id).with_for_update())
+    if change_id is not None and (existing is None or existing.id != change_id):
+        db.session.rollback()
+        raise PostError({"form": "That scheduled change went out or was cancelled meanwhile; "
+                                 "nothing was saved. Your text is kept below."})
+    if change_id is None and existing is not None:
+        db.session.rollback()
+        raise PostError({"form": "This post has a scheduled change already: edit or cancel it."})
+    author_id, name = revisions.author_now()
+    change = existing or ScheduledChange(post_id=post_id)
+    before = {"apply_at": existing.apply_at} if existing else {}
+    change.title, change.body, change.apply_at = fields.title, fields.body, apply_at
+    change.base_version = post.version
+    change.base_digest = content_digest(post.title, post.slug, post.body)
+    change.author_id, change.author = author_id, name[:254]
+    db.session.add(change)
+    detail = audit.changes(before, {"apply_at": apply_at}) if existing else {
+        "apply_at": apply_at}
+    detail["body"] = audit.text_size(fields.body)
+    audit.record("post.change_edit" if existing else "post.change_schedule",
+                 audit.target("post", post.id, post.title), detail)
+    wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until the time
+    db.session.commit()
+    return change
+
+
+def cancel_change(post_id: int) -> None:
+    """Drop the post's pending change, or raise PostError if it has none (any more)."""
+    post = get_post(post_id)
+    gone = db.session.execute(sa.delete(ScheduledChange).where(
+        ScheduledChange.post_id == post_id).returning(ScheduledChange.apply_at)).all()
+    if not gone:
+        db.session.rollback()
+        raise PostError({"form": "There is no scheduled change to cancel: it went out already "
+                                 "or was cancelled."})
+    audit.record("post.change_cancel", audit.target("post", post.id, post.title),
+                 {"apply_at": gone[0].apply_at})
+    db.session.commit()
+
+
+# -- the publish leader ------------------------------------------------------------------
+
+def apply_due(now: datetime, limit: int, instance: str = "") -> list[tuple[int, float]]:
+    """Swap in up to limit changes whose time has come; commit; return (post id, lag s)."""
+    due = list(db.session.scalars(
+        sa.select(ScheduledChange).where(ScheduledChange.apply_at <= now)
+        .order_by(ScheduledChange.apply_at, ScheduledChange.id).limit(limit)
+        .with_for_update(skip_locked=True)))
+    done, live = [], []
+    for change in due:
+        version, status = db.session.execute(
+            sa.select(Post.version, Post.status).where(Post.id == change.post_id)
+            .with_for_update()).one()
+        moved = _move([Post.id == change.post_id, Post.version == version],
+                      {"title": change.title, "body": change.body, "updated_at": now})
+        db.session.delete(change)
+        if not moved:  # cannot happen under the row lock; kept as the fence it is
+            continue
+        revisions.keep(change.post_id, change.title, change.body, "change",
+                       status == "published", (change.author_id, change.author), at=now)
+        if status == "published":
+            live += moved
+        done.append((change.post_id, (now - change.apply_at).total_seconds()))
+    if live:
+        updated(live, now, instance)
+        state.bump(now)
+    db.session.commit()
+    return done
+
+
+def next_change_read() -> sa.ScalarSelect:
+    """Return the first apply_at ahead, as a scalar subquery (see lifecycle.next_due_reads)."""
+    return sa.select(sa.func.min(ScheduledChange.apply_at)).scalar_subquery()
+
+
+def upcoming_changes(limit: int = 10) -> list[sa.Row]:
+    """Return the next scheduled changes (apply_at, post id, post title), soonest first."""
+    return db.session.execute(
+        sa.select(ScheduledChange.apply_at, Post.id, Post.title)
+        .join(Post, Post.id == ScheduledChange.post_id)
+        .order_by(ScheduledChange.apply_at, Post.id).limit(limit)).all()
