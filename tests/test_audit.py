@@ -32,7 +32,7 @@ from webapp.models import (
 )
 from webapp.ops import freezes
 from webapp.plugins import registry
-from webapp.posts import content_digest
+from webapp.posts import content_digest, create_link
 
 WEB_ADDRESS, API_ADDRESS = "198.51.100.7", "2001:db8::42"
 FUTURE = "2031-01-15T09:30"
@@ -151,6 +151,13 @@ def _edit(w: World):
         "digest": content_digest("Hello", "hello", "Some *text*.")})
 
 
+def _revoke_preview(w: World):
+    pid = w.post()
+    with w.app.app_context():
+        link_id = create_link(pid, 1, None)[0].id
+    return w.form(f"/admin/posts/{pid}/previews/{link_id}/revoke")
+
+
 def _settings_password(w: World):
     return w.form("/settings", {"timezone": "UTC", "current_password": "correct horse battery",
                                 "new_password": "a new long password",
@@ -228,6 +235,10 @@ CASES = [
          "post.publish", "“Hello”"),
     Case("posts.unpublish", "editor", lambda w: w.form(
         f"/admin/posts/{w.post('published')}/unpublish"), "post.unpublish", "“Hello”"),
+    Case("previews.create", "editor", lambda w: w.form(
+        f"/admin/posts/{w.post()}/previews", {"days": "7"}), "preview.create", "“Hello”",
+         status=201),
+    Case("previews.revoke", "editor", _revoke_preview, "preview.revoke", "“Hello”"),
     Case("calendar.move", "editor", lambda w: w.form(
         f"/admin/calendar/posts/{w.post('scheduled')}/move", {
             "date": "2031-02-01", "time": "09:00", "zone": "UTC", "version": 1}),

@@ -16,6 +16,7 @@ from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
+from .previews import PreviewLink
 from .site import SiteState
 from .timers import Timer, TimerRun
 from .types import UTCDateTime, utcnow
@@ -39,6 +40,7 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "PreviewLink",
     "SiteState",
     "Timer",
     "TimerRun",

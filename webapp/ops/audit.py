@@ -36,7 +36,7 @@ from ..timefmt import iso
 # every action recorded today, for the filters' suggestions (record() takes any name)
 ACTIONS = (
     "post.create", "post.edit", "post.schedule", "post.unpublish_time", "post.unschedule",
-    "post.publish", "post.unpublish",
+    "post.publish", "post.unpublish", "preview.create", "preview.revoke",
     "timer.create", "timer.edit", "timer.pause", "timer.resume", "timer.run", "timer.delete",
     "plugin.enable", "plugin.disable",
     "webhook.create", "webhook.enable", "webhook.disable", "webhook.delete",

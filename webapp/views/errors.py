@@ -57,6 +57,13 @@ def render_error(status: int, detail: str | None = None):
                            detail=detail), status
 
 
+def logged_path() -> str:
+    """Return the request's path for a log line: a preview link's as its route, no token."""
+    if request.endpoint == "previews.show":
+        return request.url_rule.rule
+    return request.path
+
+
 def render_site_missing(heading: str, message: str) -> str:
     """Render the public site's page for something that is not there (or no longer)."""
     try:
@@ -144,7 +151,7 @@ def init_app(app: Flask) -> None:
         if not is_unreachable(error):
             return unexpected(error)
         # a 503 the client may retry, rendered without reading the database (not the user)
-        app.logger.warning("database unreachable on %s %s: %s", request.method, request.path,
+        app.logger.warning("database unreachable on %s %s: %s", request.method, logged_path(),
                            type(error).__name__)
         with suppress(SQLAlchemyError):
             db.session.rollback()
@@ -159,7 +166,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):
-        app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        app.logger.exception("unhandled error on %s %s", request.method, logged_path())
         # the error page reads the signed-in user: a failed flush must not break it too
         with suppress(SQLAlchemyError):
             db.session.rollback()
