@@ -8,6 +8,7 @@ never cached or indexed, and only the token's SHA-256 is kept.
 import hashlib
 import re
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
@@ -152,3 +153,19 @@ def test_making_and_revoking_need_the_csrf_token(app, auth, draft):
     assert made.status_code == revoked.status_code == 400
     assert link_ids(app) == [link_id]
     assert app.test_client().get(path).status_code == 200
+
+
+def test_the_access_log_writes_a_preview_link_without_its_token():
+    from gunicorn.config import Config
+
+    from webapp.gunicorn_conf import AccessLogger, access_log_format
+
+    path = "/preview/" + "s3cret_-" * 5
+    request = SimpleNamespace(method="GET", path=path, query="", version=(1, 1), headers=[],
+                              uri=path)
+    response = SimpleNamespace(status="200 OK", response_length=10, headers=[], sent=10)
+    environ = {"REMOTE_ADDR": "192.0.2.1", "REQUEST_METHOD": "GET", "RAW_URI": path,
+               "SERVER_PROTOCOL": "HTTP/1.1", "PATH_INFO": path, "QUERY_STRING": ""}
+    atoms = AccessLogger(Config()).atoms(response, request, environ,
+                                         timedelta(milliseconds=3))
+    assert access_log_format % atoms == '192.0.2.1 "GET /preview/… HTTP/1.1" 200 10 3ms'

@@ -154,3 +154,16 @@ def test_a_missing_page_is_the_sites_own(browser, story):
         assert page.locator("h1").inner_text() == "Page not found"
     finally:
         context.close()
+
+
+def test_a_preview_link_shows_the_draft_with_its_banner(browser, story):
+    context, page = open_page(browser, story, WIDE)
+    try:
+        page.goto(story["preview"])
+        banner = page.locator(".preview-banner")
+        assert banner.is_visible() and banner.inner_text().startswith("Preview — not published")
+        assert page.locator("h1").inner_text() == "Soon"
+        assert page.locator(".editor-bar").count() == 0
+        page.screenshot(path=str(DOCS / "site-preview.png"))
+    finally:
+        context.close()
