@@ -49,7 +49,7 @@ from webapp.models import (
     WebhookEndpoint,
 )
 from webapp.plugins import sitemap
-from webapp.posts import revisions
+from webapp.posts import create_link, revisions
 
 PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
@@ -368,7 +368,7 @@ def seed_site(app) -> dict:
         add_user(app, f"{role}@example.com", role)
     now = datetime.now(UTC)
     post_id = new_post(app, "Hello", status="published", published_at=now)
-    new_post(app, "Soon", status="scheduled", publish_at=now + timedelta(days=1))
+    soon = new_post(app, "Soon", status="scheduled", publish_at=now + timedelta(days=1))
     new_post(app, "Gone", status="unpublished", published_at=now - timedelta(days=1))
     seed_webhooks(app)
     with app.app_context():
@@ -384,8 +384,10 @@ def seed_site(app) -> dict:
     admin = AuthActions(app.test_client()).client("admin")
     created = post_form(admin, "/admin/timers/new", TIMER)
     assert created.status_code in (302, 303), text(created)[:300]
-    return {"post": post_id, "timer": created.headers["Location"].rstrip("/"),
-            "revision": first}
+    with app.app_context():  # a link to the scheduled post, for its page and its preview
+        preview = "/preview/" + create_link(soon, 7, None)[1]
+    return {"post": post_id, "timer": created.headers["Location"].rstrip("/"), "soon": soon,
+            "preview": preview, "revision": first}
 
 
 def seed_webhooks(app) -> None:
@@ -452,11 +454,12 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
     timer = site["timer"]
     return [
         ("/", None), ("/posts/hello", None), ("/feed.xml", None), ("/sitemap.xml", None),
-        ("/login", None), ("/no-such-page", None),
+        ("/login", None), ("/no-such-page", None), (site["preview"], None),
         ("/admin/", "viewer"), ("/status/", "viewer"), ("/settings", "viewer"),
         ("/settings/two-factor/", "viewer"), ("/settings/passkeys", "viewer"),
         ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
-        (f"/admin/posts/{site['post']}", "editor"), ("/admin/timers/", "editor"),
+        (f"/admin/posts/{site['post']}", "editor"), (f"/admin/posts/{site['soon']}", "editor"),
+        ("/admin/timers/", "editor"),
         (f"/admin/posts/{site['post']}/history", "editor"),
         (f"/admin/posts/{site['post']}/history/{site['revision']}", "editor"),
         (f"/admin/posts/{site['post']}/compare?a={site['revision']}", "editor"),

@@ -33,7 +33,7 @@ from webapp.models import (
 )
 from webapp.ops import freezes
 from webapp.plugins import registry
-from webapp.posts import content_digest, revisions
+from webapp.posts import content_digest, create_link, revisions
 
 WEB_ADDRESS, API_ADDRESS = "198.51.100.7", "2001:db8::42"
 FUTURE = "2031-01-15T09:30"
@@ -181,6 +181,13 @@ def _scheduled_change(w: World, cancel: bool = False):
                                                  "change_id": change_id})
 
 
+def _revoke_preview(w: World):
+    pid = w.post()
+    with w.app.app_context():
+        link_id = create_link(pid, 1, None)[0].id
+    return w.form(f"/admin/posts/{pid}/previews/{link_id}/revoke")
+
+
 def _settings_password(w: World):
     return w.form("/settings", {"timezone": "UTC", "current_password": "correct horse battery",
                                 "new_password": "a new long password",
@@ -266,6 +273,10 @@ CASES = [
     Case("revisions.change", "editor", _scheduled_change, "post.change_edit"),
     Case("revisions.cancel_change", "editor", lambda w: _scheduled_change(w, cancel=True),
          "post.change_cancel", "“Hello”"),
+    Case("previews.create", "editor", lambda w: w.form(
+        f"/admin/posts/{w.post()}/previews", {"days": "7"}), "preview.create", "“Hello”",
+         status=201),
+    Case("previews.revoke", "editor", _revoke_preview, "preview.revoke", "“Hello”"),
     Case("calendar.move", "editor", lambda w: w.form(
         f"/admin/calendar/posts/{w.post('scheduled')}/move", {
             "date": "2031-02-01", "time": "09:00", "zone": "UTC", "version": 1}),

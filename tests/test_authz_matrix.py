@@ -35,6 +35,7 @@ EXPECTED = {
     "posts.edit": "editor", "posts.panel": "editor", "posts.preview": "editor",
     "posts.when": "editor", "posts.schedule": "editor", "posts.unpublish_time": "editor",
     "posts.unschedule": "editor", "posts.publish": "editor", "posts.unpublish": "editor",
+    "previews.create": "editor", "previews.revoke": "editor", "previews.show": PUBLIC,
     "calendar.index": "editor", "calendar.move": "editor",
     "revisions.history": "editor", "revisions.revision": "editor", "revisions.compare": "editor",
     "revisions.restore": "editor", "revisions.change": "editor",

@@ -133,7 +133,7 @@ def test_an_editor_schedules_in_tokyo_time_and_watches_the_post_go_live(page, se
     site = page.context.new_page()
     site.goto(public)
     expect(site.locator("h1")).to_have_text("Hello from Tokyo")
-    expect(site.locator(".post-body strong")).to_have_text("live")
+    expect(site.locator(".prose strong")).to_have_text("live")
 
 
 def test_a_past_time_is_refused_in_the_browser_and_publish_now_is_offered(page):

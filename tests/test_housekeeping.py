@@ -14,6 +14,8 @@ from webapp.models import (
     LeaderEvent,
     LoginFailure,
     OutboxEvent,
+    Post,
+    PreviewLink,
     TimerRun,
     User,
     UserSession,
@@ -27,6 +29,7 @@ from webapp.timers import create_timer
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 OLD, RECENT = T0 - timedelta(days=40), T0 - timedelta(days=1)
+RECENT_DAY = timedelta(days=1)
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -192,11 +195,19 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         db.session.add_all(AuditEvent(at=at, actor="ada@example.com", via="web",
                                       action="post.edit")
                            for at in (T0 - timedelta(days=366), T0 - timedelta(days=364)))
+        post = Post(title="Draft", slug="draft", body="", status="draft", version=1)
+        db.session.add(post)
+        db.session.flush()
+        db.session.add_all(PreviewLink(post_id=post.id, token_hash=f"{n}", expires_at=at)
+                           for n, at in enumerate((T0 - timedelta(days=8), new, T0 + RECENT_DAY)))
         db.session.commit()
         counts = housekeeping.trim(T0)
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
                           "timer runs": 1, "leadership events": 1, "login failures": 0,
-                          "ended sessions": 1, "audit events": 1, "post revisions": 0}
+                          "ended sessions": 1, "audit events": 1, "preview links": 1,
+                          "post revisions": 0}
+        # a link that ended yesterday is kept a week (the live one too)
+        assert db.session.scalar(sa.select(sa.func.count(PreviewLink.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(AuditEvent.id))) == 1
         assert db.session.scalar(sa.select(sa.func.count(UserSession.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2

@@ -121,6 +121,7 @@ def register_blueprints(app: Flask) -> None:
         passkeys,
         plugins,
         posts,
+        previews,
         revisions,
         site,
         sitesettings,
@@ -135,7 +136,7 @@ def register_blueprints(app: Flask) -> None:
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
                    plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor,
-                   passkeys, revisions):
+                   passkeys, previews, revisions):
         app.register_blueprint(module.bp)
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
 

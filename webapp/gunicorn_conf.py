@@ -4,10 +4,13 @@ Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfil
 """
 
 import os
+import re
 import shutil
 import signal
 import tempfile
 from pathlib import Path
+
+from gunicorn.glogging import Logger
 
 from webapp.config import env_int, instance_name, read_dotenv
 
@@ -26,6 +29,20 @@ control_socket_disable = True  # several instances may share one host (and one $
 accesslog = "-"
 errorlog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+PREVIEW_TOKEN = re.compile(r"(/preview/)[^\s/?]+")
+
+
+class AccessLogger(Logger):
+    """gunicorn's logger, writing a preview link's token as "…": a log line is no link."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        for name in ("r", "U"):  # the request line and the path
+            atoms[name] = PREVIEW_TOKEN.sub(r"\1…", atoms[name])
+        return atoms
+
+
+logger_class = AccessLogger
 
 _format = f"%(asctime)s [{_instance}] [%(process)d] %(levelname)s %(name)s: %(message)s"
 logconfig_dict = {

@@ -1,7 +1,7 @@
 """post revisions (every version of a post's text) and scheduled changes to live posts
 
 Revision ID: 0022
-Revises: 0019
+Revises: 0021
 Create Date: 2026-12-08
 
 """
@@ -10,7 +10,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '0022'
-down_revision = '0019'
+down_revision = '0021'
 branch_labels = None
 depends_on = None
 

@@ -16,6 +16,7 @@ from .leadership import LeaderEvent, LeaderState
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
+from .previews import PreviewLink
 from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
 from .timers import Timer, TimerRun
@@ -41,6 +42,7 @@ __all__ = [
     "PluginState",
     "Post",
     "PostRevision",
+    "PreviewLink",
     "ScheduledChange",
     "SiteState",
     "Timer",

@@ -23,6 +23,7 @@ from ..models import (
     LoginFailure,
     OutboxEvent,
     PostRevision,
+    PreviewLink,
     TimerRun,
     UserSession,
     WebhookDelivery,
@@ -32,8 +33,8 @@ from .base import Param, Plugin, RunContext
 
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
-                "leadership events, failed sign-ins, ended sign-in sessions, audit events and "
-                "old post revisions.")
+                "leadership events, failed sign-ins, ended sign-in sessions, audit events, "
+                "old post revisions and expired preview links.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
                      misfire="run_once", grace_seconds=3600)
 
@@ -46,7 +47,7 @@ AUDIT_DAYS, AUDIT_MIN_DAYS = 365, 30  # the audit log is kept a year, and never 
 
 def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days: int = 90,
          outbox_days: int = 30, login_failures_days: int = 1, sessions_days: int = 90,
-         audit_days: int = AUDIT_DAYS, *,
+         audit_days: int = AUDIT_DAYS, previews_days: int = 7, *,
          batch: int = BATCH,
          more: Callable[[], bool] = lambda: True) -> dict[str, int]:
     """Delete finished history older than each retention; return how many rows of each.
@@ -78,6 +79,8 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
         ("audit events", AuditEvent.at, [AuditEvent.at < before(audit_days)], []),
         ("post revisions", PostRevision.id, [PostRevision.was_live.is_(False)],
          revisions.prunable()),  # REVISIONS_KEEP a post, and every version readers saw
+        ("preview links", PreviewLink.expires_at,
+         [PreviewLink.expires_at < before(previews_days)], []),
     ]
     return {name: delete_in_batches(key, [*found, *checked], found, batch, more)
             for name, key, found, checked in steps}
@@ -133,6 +136,9 @@ def _after(key, id_column, last_id, last_key) -> list:
     Param("audit_days", "int", AUDIT_DAYS, minimum=AUDIT_MIN_DAYS,
           help=f"keep audit events this many days (at least {AUDIT_MIN_DAYS}: a change stays "
                "on record for a month whatever the settings)"),
+    Param("previews_days", "int", 7, minimum=1,
+          help="keep preview links this many days after they expire (they stopped working "
+               "then; the editor's page no longer lists them)"),
 ])
 def trim_action(ctx: RunContext, **retention: int) -> str:
     """Delete history past its retention, a batch at a time, until the run's time is up."""

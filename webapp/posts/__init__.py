@@ -3,7 +3,8 @@
 Every function checks its input before writing and writes in one transaction,
 so bad input changes nothing. The text is edited in `edits`, the status moves
 in `lifecycle` (one fenced conditional UPDATE for editors and the leader
-alike), and the reading side is in `queries`. It may import the bottom of the house,
+alike), the reading side is in `queries`, and `previews` makes the links that show a
+draft to someone without an account. It may import the bottom of the house,
 leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
 validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
@@ -50,6 +51,7 @@ from .pending import (
     upcoming_changes,
 )
 from .pending import apply_due as apply_due_changes
+from .previews import SHAREABLE, create_link, live_links, post_for_token, revoke_link
 from .queries import (
     COUNT_CAP,
     PUBLISHED_POST_VALIDATORS,
@@ -67,15 +69,16 @@ from .queries import (
 
 __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
-    "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE",
+    "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "ChangeState",
     "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
     "upcoming_changes",
-    "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_post",
-    "get_post", "hold_due", "is_slug", "late", "list_posts", "next_due", "next_due_reads",
-    "publish_due", "publish_now", "published_by_slug", "published_page", "published_post",
-    "recently_published", "schedule_post",
+    "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
+    "create_post", "get_post", "hold_due", "is_slug", "late", "list_posts", "live_links",
+    "next_due", "next_due_reads", "post_for_token", "publish_due", "publish_now",
+    "published_by_slug", "published_page", "published_post",
+    "recently_published", "revoke_link", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",
     "unschedule_post", "upcoming", "update_post", "write_outbox",
 ]

@@ -3,6 +3,7 @@
 from contextlib import suppress
 
 from flask import Flask, current_app, jsonify, render_template, request
+from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.exc import DataError, InterfaceError, OperationalError, SQLAlchemyError
@@ -11,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ..db import unreachable as is_unreachable
 from ..extensions import db
+from ..site import state
 
 MESSAGES = {
     400: "The request could not be understood.",
@@ -37,13 +39,39 @@ def wants_json() -> bool:
     return request.path.startswith("/api/")
 
 
+PUBLIC_BLUEPRINTS = ("site", "previews")
+NOT_FOUND_HEADING = "Page not found"
+NOT_FOUND_MESSAGE = ("There is nothing at this address: the post may have moved or been "
+                     "taken down.")
+
+
 def render_error(status: int, detail: str | None = None):
-    """Render an error page or JSON error for status."""
+    """Render an error page or JSON error for status; a reader's 404 in the site's layout."""
     message = MESSAGES.get(status, "Something went wrong.")
     if wants_json():
         return jsonify(error=message, detail=detail or message), status
+    if status == 404 and (request.blueprint in PUBLIC_BLUEPRINTS
+                          or not current_user.is_authenticated):
+        return render_site_missing(NOT_FOUND_HEADING, NOT_FOUND_MESSAGE), 404
     return render_template("errors/error.html", status=status, message=message,
                            detail=detail), status
+
+
+def logged_path() -> str:
+    """Return the request's path for a log line: a preview link's as its route, no token."""
+    if request.endpoint == "previews.show":
+        return request.url_rule.rule
+    return request.path
+
+
+def render_site_missing(heading: str, message: str) -> str:
+    """Render the public site's page for something that is not there (or no longer)."""
+    try:
+        site = state.current()
+    except SQLAlchemyError:  # the page says so without the settings: the defaults
+        db.session.rollback()
+        site = state.info(None)
+    return render_template("site/404.html", site=site, heading=heading, message=message)
 
 
 class IntegerConverter(routing.IntegerConverter):
@@ -123,7 +151,7 @@ def init_app(app: Flask) -> None:
         if not is_unreachable(error):
             return unexpected(error)
         # a 503 the client may retry, rendered without reading the database (not the user)
-        app.logger.warning("database unreachable on %s %s: %s", request.method, request.path,
+        app.logger.warning("database unreachable on %s %s: %s", request.method, logged_path(),
                            type(error).__name__)
         with suppress(SQLAlchemyError):
             db.session.rollback()
@@ -138,7 +166,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def unexpected(error: Exception):
-        app.logger.exception("unhandled error on %s %s", request.method, request.path)
+        app.logger.exception("unhandled error on %s %s", request.method, logged_path())
         # the error page reads the signed-in user: a failed flush must not break it too
         with suppress(SQLAlchemyError):
             db.session.rollback()

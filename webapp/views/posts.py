@@ -125,11 +125,13 @@ def _start_post(form: dict, sched: dict | None) -> Post:
     return domain.create_post(**form, publish_at=publish_at)
 
 
-def _edit_page(post: Post, status: int = 200, **context):
+def edit_page(post: Post, status: int = 200, **context):
     form = context.pop("form", None) or {
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
         "digest": domain.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
+    if post.status in domain.SHAREABLE:  # the "Share a preview" section
+        context.setdefault("preview_links", domain.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
                            **_panel_context(post, **context)), status
 
@@ -152,7 +154,7 @@ def edit(post_id: int):
     """Edit a post's text; a form opened before someone else's change is refused."""
     post = _post_or_404(post_id)
     if request.method != "POST":  # GET or HEAD: never a write
-        return _edit_page(post)
+        return edit_page(post)
     form = {**_content_form(), "version": request.form.get("version", 0, type=int),
             "digest": request.form.get("digest", "")}
     version = request.form.get("force_version", type=int) or form["version"]
@@ -160,9 +162,9 @@ def edit(post_id: int):
         domain.update_post(post_id, version, form["digest"], form["title"], form["slug"],
                            form["body"])
     except StalePost as exc:
-        return _edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
+        return edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
     except PostError as exc:
-        return _edit_page(_post_or_404(post_id), 422, form=form, errors=exc.errors)
+        return edit_page(_post_or_404(post_id), 422, form=form, errors=exc.errors)
     flash("Saved.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -233,10 +235,10 @@ def _save_typed_text(post: Post, sched: dict | None = None) -> int:
         saved = domain.update_post(post.id, form["version"], form["digest"], form["title"],
                                    form["slug"], form["body"])
     except StalePost as exc:
-        raise _TextRefused(_edit_page(exc.current, 409, form=form, errors=exc.errors,
+        raise _TextRefused(edit_page(exc.current, 409, form=form, errors=exc.errors,
                                       stale=exc.current, sched=sched)) from None
     except PostError as exc:
-        raise _TextRefused(_edit_page(_post_or_404(post.id), 422, form=form, errors=exc.errors,
+        raise _TextRefused(edit_page(_post_or_404(post.id), 422, form=form, errors=exc.errors,
                                       sched=sched)) from None
     # the panel was current when the text was saved: the schedule applies to the saved text
     return saved.version if version == current else version
@@ -256,10 +258,10 @@ def schedule(post_id: int):
     except _TextRefused as exc:
         return exc.response
     except StalePost as exc:
-        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE,
+        return edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE,
                           form=_typed_text())
     except PostError as exc:
-        return _edit_page(_post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
+        return edit_page(_post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
                           past=isinstance(exc, PublishTimeInPast), form=_typed_text())
     flash(f"Scheduled for {human(publish_at, sched['zone'])}.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
@@ -278,9 +280,9 @@ def unpublish_time(post_id: int):
     except _TextRefused as exc:
         return exc.response
     except StalePost as exc:
-        return _edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
+        return edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
     except PostError as exc:
-        return _edit_page(post, 422, sched=sched, sched_errors=exc.errors)
+        return edit_page(post, 422, sched=sched, sched_errors=exc.errors)
     flash(f"Unpublishes {human(unpublish_at, sched['zone'])}." if unpublish_at
           else "It stays published until you unpublish it.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
@@ -296,7 +298,7 @@ def _act(post_id: int, action, done: str, save_text: bool = False):
         return exc.response
     except domain.PublishingFrozen as exc:  # by the form, what was typed kept
         typed = _sched_form() if "zone" in request.form else None
-        return _edit_page(post, 409, sched=typed, sched_errors=exc.errors)
+        return edit_page(post, 409, sched=typed, sched_errors=exc.errors)
     except PostError as exc:
         flash(exc.errors.get("form", str(exc)), "error")
     else:

@@ -33,6 +33,8 @@ bp = Blueprint("site", __name__)
 PAGE_SIZE = 20
 MAX_PAGE = 50_000
 FEED_SIZE = 20
+# what the pages show from the environment (the zone: every date readers see)
+SITE_CONFIG = ("SITE_URL", "SITE_NAME", "SITE_DESCRIPTION", "SITE_TIMEZONE")
 
 
 def _build(app: Flask) -> str:
@@ -46,8 +48,7 @@ def _build(app: Flask) -> str:
             if path.is_file():
                 digest.update(path.name.encode() + path.read_bytes())
         digest.update(Path(markdown.__file__).read_bytes())
-        digest.update(repr([app.config.get(k) for k in ("SITE_URL", "SITE_NAME",
-                                                        "SITE_DESCRIPTION")]).encode())
+        digest.update(repr([app.config.get(k) for k in SITE_CONFIG]).encode())
         app.extensions["soloist.site_build"] = digest.hexdigest()
     return app.extensions["soloist.site_build"]
 

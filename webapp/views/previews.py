@@ -1,0 +1,70 @@
+"""Preview links: editors make and revoke them; anyone holding one reads the draft.
+
+The page a link opens is never kept by a cache nor indexed, and a link that ended (expired,
+revoked, or never was) answers the site's 404 without a word about the post.
+"""
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask_login import current_user
+
+from .. import posts
+from ..accounts.security import role_required
+from ..site import markdown, state
+from .errors import render_site_missing
+from .posts import edit_page
+
+bp = Blueprint("previews", __name__)
+
+# on every answer of /preview/<token>: no copy anywhere, no search engine, no Referer
+# carrying the token to whatever the draft links to
+PRIVATE = {"Cache-Control": "private, no-store", "X-Robots-Tag": "noindex",
+           "Referrer-Policy": "no-referrer"}
+ENDED = ("This preview link has ended",
+         "It expired or was revoked, or it was mistyped. Ask whoever sent it for a new one.")
+
+
+@bp.post("/admin/posts/<int:post_id>/previews")
+@role_required("editor")
+def create(post_id: int):
+    """Make a preview link for days=1, 7 or 30; show it once on the post's page."""
+    days = request.form.get("days", type=int)
+    try:
+        link, token = posts.create_link(post_id, days, current_user.id)
+    except posts.PostNotFound:
+        abort(404)
+    except posts.PostError as exc:  # a post gone live, or a crafted expiry: the form says why
+        return _back(post_id, " ".join(exc.errors.values()), "error")
+    new_link = {"url": url_for("previews.show", token=token, _external=True),
+                "expires_at": link.expires_at}
+    return edit_page(posts.get_post(post_id), 201, new_link=new_link)
+
+
+@bp.post("/admin/posts/<int:post_id>/previews/<int:link_id>/revoke")
+@role_required("editor")
+def revoke(post_id: int, link_id: int):
+    """End a preview link now: whoever holds it sees the site's 404 from then on."""
+    try:
+        posts.revoke_link(post_id, link_id)
+    except posts.PostNotFound:
+        abort(404)
+    except posts.PostError as exc:
+        return _back(post_id, " ".join(exc.errors.values()), "error")
+    return _back(post_id, "Preview link revoked: it no longer opens the post.", "success")
+
+
+def _back(post_id: int, message: str, category: str):
+    flash(message, category)
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.get("/preview/<token>")
+def show(token: str):
+    """Show the post a live link opens, in the public layout, with a banner; else 404."""
+    found = posts.post_for_token(token)
+    if found is None:
+        return render_site_missing(*ENDED), 404, PRIVATE
+    if found.status == "published":  # it went out since: the link leads to the real page
+        return redirect(url_for("site.post", slug=found.slug)), 302, PRIVATE
+    page = render_template("site/preview.html", site=state.current(), post=found,
+                           body=markdown.render(found.body))
+    return page, 200, PRIVATE
