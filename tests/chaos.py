@@ -8,7 +8,9 @@ process group, SIGTERM an instance, SIGSTOP a group for a few seconds then SIGCO
 pg_terminate_backend every session of the database, and once, a database restart. An
 instance that was killed or terminated is replaced at once by a new one.
 
-Afterwards every post must be published exactly once (one post.published outbox row),
+Live posts carry scheduled changes falling due during the run too. Afterwards every post
+must be published exactly once (one post.published outbox row), every change swapped in
+exactly once (one post.updated row, nothing left pending, never before its time),
 never before its publish_at (database clock), received by the receiver under a single
 delivery id, and no process of the fleet may be left running.
 """
@@ -27,6 +29,7 @@ from tests.traffic import WebhookReceiver
 
 SECRET = "chaos-receiver-secret-0123456789"
 POSTS_PER_SECOND = 4
+CHANGES_PER_SECOND = 1  # live posts whose scheduled change falls due during the run
 FLEET_ENV = {"WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_RETRY_SECONDS": "1",
              "WEBHOOK_TIMEOUT_SECONDS": "2", "HOOK_RETRY_SECONDS": "1"}
 WEIGHTS = {"kill_worker": 3, "kill_instance": 2, "term_instance": 2, "stop_group": 2,
@@ -64,6 +67,7 @@ class ChaosReport:
     stuck: list[tuple] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
     instances: int = 0
+    changes: dict[str, list] = field(default_factory=dict)  # scheduled changes: faultkit.changed
 
     def fault_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -88,6 +92,8 @@ class ChaosReport:
                  f"unsigned receipts: {self.unsigned}; received before publish_at: "
                  f"{self.received_early[:10]}",
                  f"processes left running: {self.leftovers}",
+                 f"scheduled changes not swapped in once (post, events, still pending): "
+                 f"{self.changes.get('not_once', [])[:10]}; early {self.changes.get('early')}",
                  f"where the posts not received stand: {self.stuck_counts()}"]
         lines += [f"  post {row[0]}: webhook delivery {row[1]} (attempts {row[2]}, "
                   f"{row[3]!r}); webhooks hook {row[4]} ({row[5]!r})" for row in self.stuck[:10]]
@@ -122,14 +128,18 @@ class Chaos:
         assert status == 201, f"could not subscribe the receiver: {status} {body}"
         ids = self.fleet.schedule("chaos", int(seconds * POSTS_PER_SECOND), lead=3.0,
                                   spread=max(seconds - 5.0, 1.0))
+        changes = self.fleet.schedule_changes("live", int(seconds * CHANGES_PER_SECOND),
+                                              lead=3.0, spread=max(seconds - 5.0, 1.0))
         self.t0 = time.monotonic()
         self._hurt(seconds)
         self.report.seconds = time.monotonic() - self.t0
         self.report.ended_at = time.time()
         self._recover()
         self._await_posts(ids, deadline=time.monotonic() + 45)
+        self._await_changes(changes, deadline=time.monotonic() + 30)
         self._await_receipts(ids, deadline=time.monotonic() + receipt_wait, nudge=nudge)
         self._reckon(ids)
+        self.report.changes = self.fleet.changed(changes)
         return self.report
 
     def _hurt(self, seconds: float) -> None:
@@ -247,6 +257,12 @@ class Chaos:
                      interval=0.2)
         except AssertionError:
             self.log("not every post was published in time; reckoning anyway")
+
+    def _await_changes(self, due: dict, deadline: float) -> None:
+        pending = "SELECT count(*) FROM scheduled_changes WHERE post_id = ANY(%s)"
+        with contextlib.suppress(AssertionError):  # the reckoning says which stayed pending
+            wait_for(lambda: self.fleet.view.query(pending, (list(due),))[0][0] == 0,
+                     max(deadline - time.monotonic(), 0), "every scheduled change", interval=0.2)
 
     def _await_receipts(self, ids: list[int], deadline: float, nudge: bool = True) -> None:
         timer = self._deliver_timer() if nudge else None

@@ -70,6 +70,27 @@ FROM posts p LEFT JOIN outbox_events o ON o.post_id = p.id AND o.topic = 'post.p
 WHERE p.id = ANY(%s) GROUP BY p.id ORDER BY p.id
 """
 
+# a scheduled change for each of some live posts: new text due lead .. lead + spread s on
+CHANGE_SQL = """
+INSERT INTO scheduled_changes (post_id, title, body, apply_at, base_version, base_digest,
+                               author, created_at, updated_at)
+SELECT p.id, p.title, 'Changed by its schedule.',
+       now() + make_interval(secs => %(lead)s + %(spread)s * (row_number() OVER (ORDER BY p.id)
+                                                              - 1) / greatest(%(n)s - 1, 1)),
+       p.version, '', '', now(), now()
+FROM posts p WHERE p.id = ANY(%(ids)s)
+RETURNING post_id
+"""
+
+# each changed post: its text, how many post.updated rows, when the first was written and
+# when the change was due (kept in the revision the swap wrote: its created_at is the swap's)
+CHANGED_SQL = """
+SELECT p.id, p.body, count(o.id), extract(epoch FROM min(o.created_at))::float8,
+       (SELECT count(*) FROM scheduled_changes c WHERE c.post_id = p.id)
+FROM posts p LEFT JOIN outbox_events o ON o.post_id = p.id AND o.topic = 'post.updated'
+WHERE p.id = ANY(%s) GROUP BY p.id ORDER BY p.id
+"""
+
 
 class GroupInstance(Instance):
     """A gunicorn instance in a session of its own: one process group, like one host."""
@@ -349,6 +370,28 @@ class FaultFleet:
                                             "spread": spread, "status": status})
         self.view.query("SELECT pg_notify('soloist_wake', 'publish')")
         return [r[0] for r in rows]
+
+    def schedule_changes(self, prefix: str, n: int, lead: float, spread: float) -> dict:
+        """Add n live posts, each with a change due lead .. lead + spread s from now; return
+        {post id: apply_at epoch}."""
+        ids = self.add_published(prefix, n)
+        self.view.query(CHANGE_SQL, {"ids": ids, "n": n, "lead": lead, "spread": spread})
+        self.view.query("SELECT pg_notify('soloist_wake', 'publish')")
+        return dict(self.view.query(
+            "SELECT post_id, extract(epoch FROM apply_at)::float8 FROM scheduled_changes "
+            "WHERE post_id = ANY(%s)", (ids,)))
+
+    def changed(self, due: dict) -> dict[str, list]:
+        """Say which changes (post id -> apply_at) went in other than once, or early."""
+        result: dict[str, list] = {"not_once": [], "early": [], "lags": []}
+        for post_id, body, events, first, pending in self.view.query(CHANGED_SQL, (list(due),)):
+            if events != 1 or pending or body != "Changed by its schedule.":
+                result["not_once"].append((post_id, events, pending))
+            elif first < due[post_id]:
+                result["early"].append(post_id)
+            else:
+                result["lags"].append(first - due[post_id])
+        return result
 
     def published(self, ids: list[int]) -> int:
         """Return how many of ids are published."""

@@ -45,5 +45,8 @@ def test_chaos_publishes_every_post_once_never_early_with_one_delivery_id(pg, tm
     assert not report.not_received, f"posts the webhook receiver never got:\n{report}"
     assert not report.unsigned and not report.received_early, str(report)
     assert not report.leftovers, f"processes of the fleet left running:\n{report}"
+    assert report.changes["lags"] and not report.changes["not_once"], (
+        f"scheduled changes not swapped in exactly once:\n{report}")
+    assert not report.changes["early"], f"scheduled changes swapped in early:\n{report}"
     assert p99(outcome.lags) <= LAG_P99, (
         f"publish lag p99 {p99(outcome.lags):.1f} s (target ≤ {LAG_P99:g} s):\n{report}")
