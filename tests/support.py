@@ -435,7 +435,7 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
         ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
-        ("/admin/site/", "admin"),
+        ("/admin/site/", "admin"), ("/admin/media/", "editor"),
     ]
 
 
