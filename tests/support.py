@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 from werkzeug.serving import make_server
 
+from tests import media_files
 from tests.cluster import (
     ADMIN_URL,
     PLUGINS_KEY,
@@ -34,7 +35,7 @@ from tests.cluster import (
     migrated_database,
     wait_for,
 )
-from webapp import create_app
+from webapp import create_app, media
 from webapp.accounts.tokens import create_token
 from webapp.config import normalise_database_url
 from webapp.extensions import db
@@ -354,6 +355,8 @@ def seed_site(app) -> dict:
     seed_webhooks(app)
     with app.app_context():
         sitemap.rebuild(now)
+        media.upload(media_files.jpeg((1000, 700)), "harbour.jpg", "The harbour", 10_000_000,
+                     None)  # the Media page shows a row, its thumbnail and delete button
     admin = AuthActions(app.test_client()).client("admin")
     created = post_form(admin, "/admin/timers/new", TIMER)
     assert created.status_code in (302, 303), text(created)[:300]
