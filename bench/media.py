@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from site_cache import measure  # noqa: E402
+from site_cache import measure, wrk_arguments  # noqa: E402
 from web_perf import find_wrk  # noqa: E402
 
 SERVED_TARGET = 1500.0
@@ -200,12 +200,8 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int)
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = wrk_arguments(__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=1000)
-    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections")
-    parser.add_argument("--duration", type=float, default=15, help="seconds per measured run")
-    parser.add_argument("--warmup", type=float, default=5, help="seconds of warm-up per run")
     parser.add_argument("--uploads", type=int, default=5, help="12 MP uploads timed")
     return parser.parse_args()
 
