@@ -173,14 +173,20 @@ def print_report(args: argparse.Namespace, results: list[dict], avg_len: int) ->
     ])
 
 
-def parse_args() -> argparse.Namespace:
-    """Read the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--posts", type=int, default=10_000)
+def wrk_arguments(description: str) -> argparse.ArgumentParser:
+    """Return a parser with wrk's options (threads, connections, duration, warm-up)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections")
     parser.add_argument("--duration", type=float, default=15, help="seconds per measured run")
     parser.add_argument("--warmup", type=float, default=5, help="seconds of warm-up per run")
+    return parser
+
+
+def parse_args() -> argparse.Namespace:
+    """Read the command line."""
+    parser = wrk_arguments(__doc__.splitlines()[0])
+    parser.add_argument("--posts", type=int, default=10_000)
     parser.add_argument("--no-floor", dest="floor", action="store_false",
                         help="skip the reference run of GET /healthz")
     return parser.parse_args()

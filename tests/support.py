@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 from werkzeug.serving import make_server
 
+from tests import media_files
 from tests.cluster import (
     ADMIN_URL,
     PLUGINS_KEY,
@@ -35,7 +36,7 @@ from tests.cluster import (
     migrated_database,
     wait_for,
 )
-from webapp import create_app
+from webapp import create_app, media
 from webapp.accounts.tokens import create_token
 from webapp.config import normalise_database_url
 from webapp.extensions import db
@@ -373,6 +374,8 @@ def seed_site(app) -> dict:
     seed_webhooks(app)
     with app.app_context():
         sitemap.rebuild(now)
+        media.upload(media_files.jpeg((1000, 700)), "harbour.jpg", "The harbour", 10_000_000,
+                     None)  # the Media page shows a row, its thumbnail and delete button
         # a history to compare, and a change waiting to go live (the panel shows it)
         revisions.keep(post_id, "Hello", "Some text.", "create", True)
         revisions.keep(post_id, "Hello", "Some *text*.", "edit", True)
@@ -470,7 +473,7 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
         ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
-        ("/admin/site/", "admin"),
+        ("/admin/site/", "admin"), ("/admin/media/", "editor"),
     ]
 
 

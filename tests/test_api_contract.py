@@ -82,10 +82,10 @@ def _named_fields(case) -> set[str]:
     operation = doc["paths"][case.operation.path][case.method.lower()]
     names = {"request_body"} | set(case.query or {})
     names |= {p["name"] for p in operation.get("parameters", [])}
-    body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
-    if "schema" in body:
-        ref = body["schema"]["$ref"].rsplit("/", 1)[1]
-        names |= set(doc["components"]["schemas"][ref]["properties"])
+    for body in operation.get("requestBody", {}).get("content", {}).values():  # JSON, multipart
+        if "schema" in body:
+            ref = body["schema"]["$ref"].rsplit("/", 1)[1]
+            names |= set(doc["components"]["schemas"][ref]["properties"])
     if isinstance(case.body, dict):
         names |= set(case.body)
     return names

@@ -120,7 +120,7 @@ def test_no_package_imports_one_that_imports_it_back():
 
 
 @pytest.mark.parametrize("package", ["accounts", "site", "ops", "leadership", "posts",
-                                     "plugins", "timers", "scheduling"])
+                                     "plugins", "timers", "scheduling", "media"])
 def test_each_package_says_what_it_owns_and_what_it_may_import(package):
     doc = ast.get_docstring(ast.parse((WEBAPP / package / "__init__.py").read_text())) or ""
     assert "import" in doc, f"webapp/{package}/__init__.py does not say what it may import"

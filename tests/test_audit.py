@@ -6,6 +6,7 @@ right action, actor, address, way in (web or api, and which token) and target.
 """
 
 import contextlib
+import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,9 +15,10 @@ import pyotp
 import pytest
 import sqlalchemy as sa
 
+from tests import media_files
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
 from tests.support import TIMER, Api, AuthActions, add_user, new_post, post_form, record_term
-from webapp import timers
+from webapp import media, timers
 from webapp.accounts import sessions, totp
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
@@ -244,6 +246,23 @@ def _remove_passkey(w: World):
     return w.form(f"/settings/passkeys/{key_id}/remove")
 
 
+def _media(w: World, used: bool = False) -> int:
+    """Store an image without a request (no audit row); used: a post shows it."""
+    with w.app.app_context():
+        row, _added = media.upload(media_files.jpeg(), "gull.jpg", "A gull", 10_000_000, None)
+        if used:
+            w.post(body=media.markdown_for(row.sha256, row.ext, row.alt))
+        return row.id
+
+
+def _upload_media(w: World, api: bool = False):
+    form = {"file": (io.BytesIO(media_files.jpeg()), "gull.jpg"), "alt": "A gull"}
+    if api:
+        return w.api.client.post("/api/media", data=form, content_type="multipart/form-data",
+                                 headers={"Authorization": f"Bearer {w.api.tokens[w.role]}"})
+    return post_form(w.client, "/admin/media/", form, content_type="multipart/form-data")
+
+
 def _sign_in(w: World):
     w.client = w.app.test_client()
     return AuthActions(w.client).login("editor", address=WEB_ADDRESS)
@@ -342,6 +361,10 @@ CASES = [
         "scope": "publishing", "reason": "incident", "on_resume": "publish"}), "freeze.start",
          "publishing"),
     Case("freezes.resume", "admin", _resume_publishing, "freeze.resume", "publishing"),
+    # media, by an editor
+    Case("media.upload", "editor", _upload_media, "media.upload", "“gull.jpg”"),
+    Case("media.delete", "editor", lambda w: w.form(f"/admin/media/{_media(w)}/delete"),
+         "media.delete", "media 1"),
     Case("site_settings.save", "admin", lambda w: w.form("/admin/site/", {
         "name": "Harbour News", "description": "From the quay"}), "site.settings", "site"),
     # one's own account
@@ -385,6 +408,10 @@ CASES = [
     Case("api.create_webhook", "admin", lambda w: w.call("POST", "/api/webhooks", {
         "url": "http://127.0.0.1:9/hook", "events": ["post.published"]}), "webhook.create",
          "webhook 1", 201),
+    Case("api.upload_media", "editor", lambda w: _upload_media(w, api=True), "media.upload",
+         "“gull.jpg”", 201),
+    Case("api.delete_media", "editor", lambda w: w.call("DELETE", f"/api/media/{_media(w)}"),
+         "media.delete", "“gull.jpg”", 200),
     Case("api.run_timer", "editor", lambda w: w.call("POST", f"/api/timers/{w.timer()}/run"),
          "timer.run", "“Review timer”", 202),
 ]

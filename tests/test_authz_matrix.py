@@ -56,6 +56,8 @@ EXPECTED = {
     "webhooks.delete": "admin", "webhooks.redeliver": "admin", "webhooks.send_test": "admin",
     "metrics.index": BEARER,
     "site_settings.edit": "admin", "site_settings.save": "admin",
+    "media.index": "editor", "media.upload": "editor", "media.delete": "editor",
+    "media_files.serve": PUBLIC,
 }
 NAV_ROLES = {endpoint.split(".")[0]: role for endpoint, _label, role in NAV}
 SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",

@@ -97,6 +97,7 @@ NAV = [
     ("calendar.index", "Calendar", "editor"),
     ("timers.index", "Timers", "editor"),
     ("plugins.index", "Plugins", "editor"),
+    ("media.index", "Media", "editor"),
     ("status.index", "Status", "viewer"),
     ("webhooks.index", "Webhooks", "admin"),
     ("users.index", "Users", "admin"),
@@ -107,6 +108,7 @@ NAV = [
 
 def register_blueprints(app: Flask) -> None:
     """Mount the web views, the error pages and the navigation."""
+    from . import media as media_files
     from .accounts import security
     from .views import (
         api,
@@ -117,6 +119,7 @@ def register_blueprints(app: Flask) -> None:
         errors,
         favicon,
         freezes,
+        media,
         metrics,
         passkeys,
         plugins,
@@ -136,9 +139,12 @@ def register_blueprints(app: Flask) -> None:
     errors.init_app(app)
     for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
                    plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor,
-                   passkeys, previews, revisions):
+                   passkeys, previews, revisions, media):
         app.register_blueprint(module.bp)
+    app.register_blueprint(media.files_bp)
+    media.init_app(app)  # uploads may be larger than other forms
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
+    media_files.init_app(app)  # files by content address: 304 and 200 before Flask runs
 
     @app.context_processor
     def navigation() -> dict:

@@ -255,6 +255,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
+        # the largest image an editor may upload (the request may be a little larger: the form)
+        "MEDIA_MAX_BYTES": env_int(env, "MEDIA_MAX_BYTES", 10_000_000, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
         # plugin work's own pool, on the plugins key's leader only (webapp.plugin_app)

@@ -5,23 +5,62 @@ it (wsgi.input_terminated) and werkzeug reads it up to the limit and stops there
 body cut off at the limit was processed as if it were all. This reads a chunked body
 before the app does, at most one byte past the limit, and refuses it (413) when it is
 longer: the app sees the whole body or none of it.
+
+An upload route may take larger bodies than MAX_CONTENT_LENGTH (allow_upload): its own
+limit holds for chunked bodies and declared lengths alike, and a body over it is refused
+with TooLarge, whose message names the limit, before anything reads it.
 """
 
 import io
+from collections.abc import Callable
 
-from flask import Flask, abort, request
+from flask import Flask, abort, current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 TOO_LARGE = "soloist.body_too_large"
+UPLOADS = "soloist.upload_limits"  # app.extensions: POST path -> (limit, message)
+
+
+class TooLarge(RequestEntityTooLarge):
+    """A body over an upload route's own limit; the description names the limit."""
 
 
 def init_app(app: Flask) -> None:
     """Read chunked bodies whole before the app, refusing those over MAX_CONTENT_LENGTH."""
+    app.extensions.setdefault(UPLOADS, {})
     app.wsgi_app = ChunkedBodyLimit(app.wsgi_app, app)
     app.before_request(refuse_body_too_large)
 
 
+def allow_upload(app: Flask, path: str, limit: Callable[[], int],
+                 message: Callable[[], str]) -> None:
+    """Let POSTs to path carry bodies up to limit() bytes; refuse larger ones with message()."""
+    app.extensions.setdefault(UPLOADS, {})[path] = (limit, message)
+
+
+def body_limit(app: Flask, environ: dict) -> int | None:
+    """Return the largest body the request may carry: its upload route's, or the app's."""
+    upload = _upload(app, environ)
+    return upload[0]() if upload else app.config.get("MAX_CONTENT_LENGTH")
+
+
+def _upload(app: Flask, environ: dict):
+    if environ.get("REQUEST_METHOD") != "POST":
+        return None
+    return app.extensions.get(UPLOADS, {}).get(environ.get("PATH_INFO", ""))
+
+
 def refuse_body_too_large() -> None:
-    """Answer 413 (a page, or JSON under /api) for a chunked body over the limit."""
+    """Answer 413 (a page, or JSON under /api) for a chunked body over the limit.
+
+    An upload route's limit replaces MAX_CONTENT_LENGTH for its request.
+    """
+    upload = _upload(current_app, request.environ)
+    if upload is not None:
+        limit, message = upload[0](), upload[1]()
+        request.max_content_length = limit
+        if request.environ.get(TOO_LARGE) or (request.content_length or 0) > limit:
+            raise TooLarge(message)
     if request.environ.get(TOO_LARGE):
         abort(413)
 
@@ -34,7 +73,7 @@ class ChunkedBodyLimit:
         self.app = app
 
     def __call__(self, environ: dict, start_response):
-        limit = self.app.config.get("MAX_CONTENT_LENGTH")
+        limit = body_limit(self.app, environ)
         chunked = "chunked" in environ.get("HTTP_TRANSFER_ENCODING", "").lower()
         if limit is not None and chunked and not environ.get("CONTENT_LENGTH"):
             body = read_at_most(environ["wsgi.input"], limit + 1)

@@ -4,7 +4,7 @@ Only the token's SHA-256 is stored. revision_id is room for a link to a pending 
 (nullable, unused yet).
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-12-08
 
 """
@@ -13,7 +13,7 @@ from alembic import op
 
 # revision identifiers, used by Alembic.
 revision = '0021'
-down_revision = '0019'
+down_revision = '0020'
 branch_labels = None
 depends_on = None
 

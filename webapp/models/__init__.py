@@ -13,6 +13,7 @@ from .accounts import (
 )
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState
+from .media import MediaFile, MediaVariant
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
@@ -33,6 +34,8 @@ __all__ = [
     "LeaderEvent",
     "LeaderState",
     "LoginFailure",
+    "MediaFile",
+    "MediaVariant",
     "Passkey",
     "WebAuthnChallenge",
     "RecoveryCode",

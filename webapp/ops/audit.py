@@ -46,6 +46,7 @@ ACTIONS = (
     "user.reset_password", "user.sign_out_everywhere", "user.settings", "user.password",
     "session.start", "session.end", "token.create", "token.revoke",
     "leader.step_down", "leader.evict", "freeze.start", "freeze.resume",
+    "media.upload", "media.delete",
 )
 SECRET_WORDS = ("password", "secret", "token", "hash")  # never a key of detail
 ACTION_FILTER = re.compile(r"^[a-z][a-z_]*(\.[a-z_]*)?$")

@@ -5,6 +5,8 @@ sanitised again with an allow-list, so neither a <script>, an onerror= nor a
 javascript: link survives, whatever the parser lets through.
 """
 
+import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 import nh3
@@ -32,17 +34,52 @@ _cleaner = nh3.Cleaner(
 )
 
 
-def render(source: str | None) -> Markup:
-    """Return the sanitised HTML for a Markdown source, ready to put in a template."""
-    return _render(source or "")
+@dataclass(frozen=True)
+class ImageInfo:
+    """One of the site's own images (webapp.media): its address, size and srcset widths."""
+
+    sha256: str
+    ext: str
+    width: int
+    height: int
+    widths: tuple[int, ...]  # smaller than width, smallest first
+
+
+# the site's images as the sanitiser leaves them: <img src="/media/<sha256>/orig.<ext>" …
+SITE_IMAGE = re.compile(r'<img src="/media/([0-9a-f]{64})/orig\.([a-z]{3,4})"')
+SIZES = "(max-width: 72rem) 100vw, 72rem"  # main's width (static/css/soloist.css)
+
+
+def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
+    """Return the sanitised HTML for a Markdown source, ready to put in a template.
+
+    images describes the site's own images the source shows (webapp.media): each gets
+    srcset, sizes, width and height (no layout shift) and loads lazily. Other images
+    render as they are.
+    """
+    return _render(source or "", images)
 
 
 @lru_cache(maxsize=256)
-def _render(source: str) -> Markup:
-    # Keyed on the text itself, so an edit can never be served stale; this only
-    # saves re-rendering the same popular posts on every request.
-    html = _parser.render(source)
-    return Markup(_cleaner.clean(html))  # noqa: S704  (sanitised by nh3 just above)
+def _render(source: str, images: tuple[ImageInfo, ...]) -> Markup:
+    # Keyed on the text itself (and its images, which never change at an address), so an
+    # edit can never be served stale; this only saves re-rendering popular posts.
+    html = _cleaner.clean(_parser.render(source))
+    if images:
+        known = {(i.sha256, i.ext): i for i in images}
+        html = SITE_IMAGE.sub(lambda m: _site_image(m, known), html)
+    return Markup(html)  # noqa: S704  (sanitised by nh3 above; added attributes are ours)
+
+
+def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo]) -> str:
+    info = known.get((match.group(1), match.group(2)))
+    if info is None:
+        return match.group(0)
+    base = f"/media/{info.sha256}/"
+    srcset = ", ".join([f"{base}{w}.{info.ext} {w}w" for w in info.widths]
+                       + [f"{base}orig.{info.ext} {info.width}w"])
+    return (f'{match.group(0)} srcset="{srcset}" sizes="{SIZES}" width="{info.width}" '
+            f'height="{info.height}" loading="lazy" decoding="async"')
 
 
 EXCERPT_CHARACTERS = 240

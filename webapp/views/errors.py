@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ..db import unreachable as is_unreachable
 from ..extensions import db
+from ..limits import TooLarge
 from ..site import state
 
 MESSAGES = {
@@ -35,8 +36,9 @@ RETRY_AFTER = "5"
 
 
 def wants_json() -> bool:
-    """Return whether the client should get JSON errors."""
-    return request.path.startswith("/api/")
+    """Return whether the client should get JSON errors (the API, or a script asking for JSON)."""
+    return request.path.startswith("/api/") or (
+        request.accept_mimetypes.best == "application/json")
 
 
 PUBLIC_BLUEPRINTS = ("site", "previews")
@@ -135,8 +137,8 @@ def init_app(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         error = _reachable(error)
-        body, status = render_error(error.code or 500,
-                                    error.description if wants_json() else None)
+        shown = wants_json() or isinstance(error, TooLarge)  # its message names the limit
+        body, status = render_error(error.code or 500, error.description if shown else None)
         # keep what the error says besides its body: a 405's Allow, a 401's challenge
         headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
         return body, status, headers

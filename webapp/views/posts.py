@@ -3,12 +3,13 @@
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
+from .. import media
 from .. import posts as domain
 from ..accounts.security import role_required
 from ..clockchanges import post_warning
 from ..models import Post
 from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
-from ..site.markdown import render
+from ..site import markdown
 from ..timefmt import human, zone_label
 from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 
@@ -354,6 +355,11 @@ def preview():
     if len(body.encode()) > domain.MAX_BODY_BYTES:
         return render_template("posts/_preview.html", too_big=True)
     return render_template("posts/_preview.html", html=render(body))
+
+
+def render(body: str):
+    """Render the preview as readers will see it: the site's images with their srcset."""
+    return markdown.render(body, media.describe_images(body))
 
 
 @bp.get("/when")

@@ -20,10 +20,11 @@ from flask import (
     make_response,
     render_template,
     request,
+    url_for,
 )
 from flask_login import current_user
 
-from .. import posts
+from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
 from ..site import httpcache, markdown, revalidation, state, xmltext
@@ -137,9 +138,18 @@ def post(slug: str):
             found = posts.published_post(slug, conn)
     if found is None:
         abort(404)
-    return _respond(post_validators(found), lambda: render_template(
-        "site/post.html", site=state.info(found), post=found,
-        body=markdown.render(found.body), description=markdown.excerpt(found.body)))
+    return _respond(post_validators(found), lambda: _post_page(found))
+
+
+def _post_page(found) -> str:
+    """Render a post: its images with their srcset, the first one its og:image."""
+    images = media.describe_images(found.body)
+    first = media.first_image(found.body, images)
+    og_image = url_for("media_files.serve", _external=True, **first) if isinstance(
+        first, dict) else first
+    return render_template("site/post.html", site=state.info(found), post=found,
+                           body=markdown.render(found.body, images), og_image=og_image,
+                           description=markdown.excerpt(found.body))
 
 
 @bp.get("/feed.xml")
@@ -149,7 +159,7 @@ def feed():
     site = state.current()
 
     def render() -> Response:
-        entries = [(p, markdown.render(p.body))
+        entries = [(p, markdown.render(p.body, media.describe_images(p.body)))
                    for p in posts.recently_published(FEED_SIZE, body=True)]
         # when readers last saw a change (an unpublished post too), else the newest entry's
         updated = site.changed_at or max((p.updated_at for p, _ in entries), default=None)

@@ -1,0 +1,180 @@
+"""Decide what an uploaded file is from its bytes, refuse what is unsafe, make its widths.
+
+Pure: bytes in, bytes out, no database. The type is the format Pillow finds in the
+content (the file's name and the browser's Content-Type are never asked). Refused, each
+with a message naming the problem: anything but JPEG, PNG, WebP or GIF (SVG named as
+such: it can carry scripts), a file that is also something else (a polyglot, below), a
+truncated or corrupt image, and a decompression bomb (more than MAX_PIXELS, or Pillow's
+DecompressionBombWarning, which counts as an error here).
+
+A polyglot is refused when the file holds, besides the image, something a browser or an
+unzipper would read: bytes after a PNG's IEND chunk or past a WebP's RIFF length, a ZIP
+archive appended (its end record is where an unzipper looks), HTML or script markup
+anywhere (<script, <html, <svg, <?php, ...), or a GIF whose header is also JavaScript
+(GIF89a/*…*/=…). Bytes after a JPEG's end are allowed (phones store a second picture
+there, MPF) unless they are one of the above. Whatever passes is decoded and encoded
+again, so what is stored and served is the picture alone.
+
+EXIF (GPS above all) is dropped: the orientation it records is applied to the pixels
+first (ImageOps.exif_transpose), then the image is encoded without it. The ICC colour
+profile is kept, so colours look the same.
+"""
+
+import hashlib
+import io
+import re
+import warnings
+import zipfile
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps, ImageSequence, UnidentifiedImageError
+
+# Pillow's name for the format -> (Content-Type, extension in the URL)
+FORMATS = {"JPEG": ("image/jpeg", "jpg"), "MPO": ("image/jpeg", "jpg"),
+           "PNG": ("image/png", "png"), "WEBP": ("image/webp", "webp"),
+           "GIF": ("image/gif", "gif")}
+EXTENSIONS = {ext for _type, ext in FORMATS.values()}
+OPENED = ["JPEG", "PNG", "WEBP", "GIF"]  # a JPEG with MPF pictures opens as MPO
+WIDTHS = (480, 960, 1600)  # srcset widths, made when smaller than the original
+MAX_PIXELS = 50_000_000  # 50 megapixels: a 12-megapixel photo four times over
+MARKUP = re.compile(rb"<(?:script|html|svg|iframe|object|embed|body|!doctype|\?php)[\s>/]",
+                    re.IGNORECASE)
+TYPES_TAKEN = "JPEG, PNG, WebP or GIF"
+
+
+class ImageRefused(ValueError):
+    """The file is not an image Soloist stores; the message says why."""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One width of a processed image: its pixels' size and its encoded bytes."""
+
+    variant: str  # "orig" or the width as text
+    width: int
+    height: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A safe image: its address (SHA-256 of the stored original), type and widths."""
+
+    sha256: str
+    content_type: str
+    ext: str
+    variants: tuple[Encoded, ...]  # the original first
+
+    @property
+    def original(self) -> Encoded:
+        return self.variants[0]
+
+
+def process(data: bytes) -> Processed:
+    """Return data as a safe image with its srcset widths, or raise ImageRefused."""
+    refuse_other_content(data)
+    image = _open(data)
+    fmt = image.format or ""
+    content_type, ext = FORMATS[fmt]
+    if fmt == "PNG":
+        _refuse_after_png_end(data)
+    if fmt == "WEBP":
+        _refuse_after_riff_end(data)
+    try:
+        variants = _encode(image, "JPEG" if fmt == "MPO" else fmt)
+    except (OSError, ValueError, SyntaxError) as exc:  # a frame past the first is broken
+        raise ImageRefused(f"The image is damaged or cut short ({exc}).") from None
+    digest = hashlib.sha256(variants[0].data).hexdigest()
+    return Processed(digest, content_type, ext, variants)
+
+
+def refuse_other_content(data: bytes) -> None:
+    """Refuse SVG, markup, an appended ZIP and the GIF-that-is-JavaScript, before decoding."""
+    if not data:
+        raise ImageRefused("The file is empty.")
+    head = data[:1024].lstrip().lower()
+    if head.startswith((b"<?xml", b"<svg")) or b"<svg" in head:
+        raise ImageRefused(f"SVG images are refused: they can carry scripts. Upload a "
+                           f"{TYPES_TAKEN} instead.")
+    if MARKUP.search(data):
+        raise ImageRefused("The file holds HTML or script besides an image (a polyglot): "
+                           "it is refused. Export the picture again and upload that.")
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        raise ImageRefused("The file is also a ZIP archive (a polyglot): it is refused. "
+                           "Export the picture again and upload that.")
+    if data[:6] in (b"GIF87a", b"GIF89a") and data[6:8] == b"/*":
+        raise ImageRefused("The GIF's header is also JavaScript (a polyglot): it is refused.")
+
+
+def _open(data: bytes) -> Image.Image:
+    """Decode data whole, by its content; refuse other types, bombs and truncated files."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(io.BytesIO(data), formats=OPENED)
+            if image.width * image.height > MAX_PIXELS:
+                raise Image.DecompressionBombError("too many pixels")
+            image.load()
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise ImageRefused(f"The image is too large to decode safely (a decompression "
+                               f"bomb?): at most {MAX_PIXELS // 1_000_000} megapixels.") from None
+        except UnidentifiedImageError:
+            raise ImageRefused(f"This is not an image Soloist takes: upload a {TYPES_TAKEN} "
+                               "(the type is read from the file, not its name).") from None
+        except (OSError, ValueError, SyntaxError, EOFError) as exc:
+            raise ImageRefused(f"The image is damaged or cut short ({exc}).") from None
+    return image
+
+
+def _refuse_after_png_end(data: bytes) -> None:
+    end = data.rfind(b"IEND")
+    if end == -1 or len(data) > end + 8:  # IEND, then its 4-byte CRC, then nothing
+        raise ImageRefused("The PNG has data after its end (a polyglot): it is refused.")
+
+
+def _refuse_after_riff_end(data: bytes) -> None:
+    declared = int.from_bytes(data[4:8], "little") + 8
+    if len(data) > declared + (declared % 2):
+        raise ImageRefused("The WebP has data after its end (a polyglot): it is refused.")
+
+
+def _encode(image: Image.Image, fmt: str) -> tuple[Encoded, ...]:
+    """Encode the original without metadata, then each smaller srcset width (stills only)."""
+    if getattr(image, "n_frames", 1) > 1:  # animated: kept whole, no widths
+        return (Encoded("orig", image.width, image.height, _save_frames(image, fmt)),)
+    icc = image.info.get("icc_profile")
+    still = ImageOps.exif_transpose(image)
+    if fmt == "JPEG" and still.mode not in ("RGB", "L", "CMYK"):
+        still = still.convert("RGB")
+    out = [Encoded("orig", still.width, still.height, _save(still, fmt, icc))]
+    source = still
+    for width in sorted((w for w in WIDTHS if w < still.width), reverse=True):
+        height = max(1, round(still.height * width / still.width))
+        source = source.resize((width, height), Image.Resampling.LANCZOS, reducing_gap=3.0)
+        out.append(Encoded(str(width), width, height, _save(source, fmt, icc)))
+    return (out[0], *sorted(out[1:], key=lambda e: e.width))
+
+
+def _save(image: Image.Image, fmt: str, icc: bytes | None) -> bytes:
+    buffer = io.BytesIO()
+    options: dict = {"icc_profile": icc} if icc else {}
+    if fmt == "JPEG":
+        options.update(quality=88)  # baseline: progressive costs 6 times the encoding
+    elif fmt == "WEBP":
+        options.update(quality=85)
+    elif fmt == "GIF" and "transparency" in image.info:
+        options["transparency"] = image.info["transparency"]
+    image.info = {}  # no EXIF, XMP, comments or text chunks are carried over
+    image.save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+def _save_frames(image: Image.Image, fmt: str) -> bytes:
+    keep = {k: image.info[k] for k in ("duration", "loop", "transparency", "background")
+            if k in image.info}
+    frames = [frame.copy() for frame in ImageSequence.Iterator(image)]
+    for frame in frames:
+        frame.info = {}
+    buffer = io.BytesIO()
+    frames[0].save(buffer, fmt, save_all=True, append_images=frames[1:], **keep)
+    return buffer.getvalue()

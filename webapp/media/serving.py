@@ -1,0 +1,107 @@
+"""Serve a file by its content address: immutable, and 304 before Flask runs.
+
+/media/<sha256>/<orig or width>.<ext> names bytes that never change (the address is the
+SHA-256 of the stored original, and each width is made once, at upload), so an answer
+may be kept a year (immutable) and a copy with the address's ETag is current by
+definition: its 304 reads nothing, not even the database. A 200 is one read, on the
+worker's revalidation connection (prepared once), before Flask runs too; anything that
+read cannot answer (no such file, the connection away) goes to the app's own route,
+which answers the same way or 404s.
+"""
+
+import logging
+import re
+
+import sqlalchemy as sa
+from flask import Flask
+from werkzeug.http import parse_etags
+
+from ..headers import HEADERS
+from ..models import MediaFile, MediaVariant
+from ..site import revalidation
+
+PATH = re.compile(r"^/media/([0-9a-f]{64})/(orig|[1-9][0-9]{1,4})\.(jpg|png|webp|gif)$")
+CACHE_CONTROL = "public, max-age=31536000, immutable"
+VARIANT_BYTES = (
+    sa.select(MediaVariant.data, MediaFile.content_type)
+    .join(MediaFile, MediaFile.id == MediaVariant.file_id)
+    .where(MediaFile.sha256 == sa.bindparam("sha"), MediaFile.ext == sa.bindparam("ext"),
+           MediaVariant.variant == sa.bindparam("variant")))
+log = logging.getLogger("soloist.media")
+
+
+def media_path(sha256: str, variant: str, ext: str) -> str:
+    """Return the content address of one width of a file (variant "orig" or a width)."""
+    return f"/media/{sha256}/{variant}.{ext}"
+
+
+def is_address(path: str) -> bool:
+    """Return whether path is a well-formed content address (the file may not exist)."""
+    return PATH.match(path) is not None
+
+
+def markdown_for(sha256: str, ext: str, alt: str) -> str:
+    """Return the Markdown that shows the file, alt text escaped (no markup can get in)."""
+    escaped = re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", " ".join(alt.split()))
+    return f"![{escaped}]({media_path(sha256, 'orig', ext)})"
+
+
+def etag(sha256: str, variant: str) -> str:
+    return f'"{sha256[:32]}-{variant}"'
+
+
+def served_headers(tag: str, content_type: str | None = None,
+                   length: int | None = None) -> list[tuple[str, str]]:
+    """Return the headers of a served file (of its 304 when content_type is None)."""
+    headers = [("ETag", tag), ("Cache-Control", CACHE_CONTROL), *HEADERS.items()]
+    if content_type is not None:
+        headers += [("Content-Type", content_type), ("Content-Length", str(length))]
+    return headers
+
+
+def copy_is_current(if_none_match: str | None, tag: str) -> bool:
+    """Return whether If-None-Match names this address's ETag (weakly: W/ too)."""
+    if not if_none_match:
+        return False
+    return if_none_match == tag or parse_etags(if_none_match).contains_weak(tag.strip('"'))
+
+
+def read_variant(sha256: str, variant: str, ext: str):
+    """Return (bytes, Content-Type) of one width of a file, or None (raises Unavailable)."""
+    row = revalidation.read(VARIANT_BYTES, sha=sha256, ext=ext, variant=variant)
+    return None if row is None else (bytes(row[0]), row[1])
+
+
+def init_app(app: Flask) -> None:
+    """Answer GETs of media by content address before Flask runs."""
+    app.wsgi_app = ServeFirst(app.wsgi_app, app)
+
+
+class ServeFirst:
+    """WSGI middleware: a 304 without a read, a 200 from one read, else the app answers."""
+
+    def __init__(self, wsgi_app, app: Flask) -> None:
+        self.wsgi_app, self.app = wsgi_app, app
+
+    def __call__(self, environ: dict, start_response):
+        method = environ.get("REQUEST_METHOD")
+        found = PATH.match(environ.get("PATH_INFO", "")) if method in ("GET", "HEAD") else None
+        if found is None:
+            return self.wsgi_app(environ, start_response)
+        sha, variant, ext = found.groups()
+        tag = etag(sha, variant)
+        if copy_is_current(environ.get("HTTP_IF_NONE_MATCH"), tag):
+            start_response("304 NOT MODIFIED", served_headers(tag))
+            return []
+        try:
+            with self.app.app_context():
+                served = read_variant(sha, variant, ext)
+        except Exception as exc:  # noqa: BLE001  (the app answers, or reports, it properly)
+            log.warning("serving %s before the app failed, the app answers: %r",
+                        environ.get("PATH_INFO"), exc)
+            served = None
+        if served is None:
+            return self.wsgi_app(environ, start_response)
+        data, content_type = served
+        start_response("200 OK", served_headers(tag, content_type, len(data)))
+        return [] if method == "HEAD" else [data]
