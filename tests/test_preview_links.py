@@ -7,7 +7,7 @@ never cached or indexed, and only the token's SHA-256 is kept.
 
 import hashlib
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -125,7 +125,7 @@ def test_a_published_post_and_a_bad_expiry_get_no_link(app, auth):
     live = new_post(app, "Live", status="published", published_at=utcnow())
     refused = post_form(editor, f"/admin/posts/{live}/previews", {"days": "7"},
                         follow_redirects=True)
-    assert "Only a draft or a scheduled post" in text(refused)
+    assert "Only a draft, a scheduled post or a scheduled change" in text(refused)
     draft = new_post(app, "Draft")
     odd = post_form(editor, f"/admin/posts/{draft}/previews", {"days": "3"},
                     follow_redirects=True)
@@ -169,3 +169,30 @@ def test_the_access_log_writes_a_preview_link_without_its_token():
     atoms = AccessLogger(Config()).atoms(response, request, environ,
                                          timedelta(milliseconds=3))
     assert access_log_format % atoms == '192.0.2.1 "GET /preview/… HTTP/1.1" 200 10 3ms'
+
+
+def test_a_link_to_a_live_posts_scheduled_change_shows_the_change_until_it_goes_live(
+        app, auth):
+    post_id = new_post(app, "Harbour hours", slug="harbour-hours", status="published",
+                       body="Open 9 to 5.", published_at=utcnow() - timedelta(days=1))
+    client = auth.client("editor")
+    assert "Share a preview" not in text(client.get(f"/admin/posts/{post_id}"))  # no change
+    refused = post_form(client, f"/admin/posts/{post_id}/previews", {"days": "7"},
+                        follow_redirects=True)
+    assert "this post is published" in text(refused)
+    scheduled = post_form(client, f"/admin/posts/{post_id}/change", {
+        "title": "Harbour hours", "body": "Open 8 to 8 from *June*.",
+        "apply_at": "2031-06-01T08:00", "zone": "UTC"})
+    assert scheduled.status_code == 303
+    assert "shows its scheduled change" in text(client.get(f"/admin/posts/{post_id}"))
+    path = make_link(client, post_id)
+    reader = app.test_client()
+    page = text(reader.get(path))
+    assert "Open 8 to 8 from <em>June</em>." in page and "Open 9 to 5" not in page
+    assert "a change to a live post that goes live" in page
+    assert "8 to 8" not in text(reader.get("/posts/harbour-hours"))  # readers: the live text
+    with app.app_context():
+        from webapp import posts  # the change goes live: the link leads to the public page
+        posts.apply_due_changes(datetime(2031, 6, 1, 8, 1, tzinfo=UTC), 10)
+    gone = reader.get(path)
+    assert gone.status_code == 302 and gone.headers["Location"].endswith("/posts/harbour-hours")

@@ -13,8 +13,8 @@ class PreviewLink(db.Model):
     """A link that shows a draft or scheduled post to anyone holding it, until it ends.
 
     Only the token's SHA-256 is stored: the link is shown once, when it is made. It shows
-    the post as it stands; revision_id (unused yet) is room for a link to one pending
-    revision (a scheduled change of a live post) instead.
+    the post as it stands, or, with revision_id (a scheduled_changes id), the change a live
+    post will take at its time.
     """
 
     __tablename__ = "preview_links"

@@ -51,7 +51,15 @@ from .pending import (
     upcoming_changes,
 )
 from .pending import apply_due as apply_due_changes
-from .previews import SHAREABLE, create_link, live_links, post_for_token, revoke_link
+from .previews import (
+    SHAREABLE,
+    Preview,
+    create_link,
+    live_links,
+    preview_for_token,
+    revoke_link,
+    shareable,
+)
 from .queries import (
     COUNT_CAP,
     PUBLISHED_POST_VALIDATORS,
@@ -76,7 +84,8 @@ __all__ = [
     "upcoming_changes",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
     "create_post", "get_post", "hold_due", "is_slug", "late", "list_posts", "live_links",
-    "next_due", "next_due_reads", "post_for_token", "publish_due", "publish_now",
+    "next_due", "next_due_reads", "preview_for_token", "shareable", "Preview", "publish_due",
+    "publish_now",
     "published_by_slug", "published_page", "published_post",
     "recently_published", "revoke_link", "schedule_post",
     "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",

@@ -1,4 +1,5 @@
-"""Preview links: show a draft or scheduled post to someone without an account.
+"""Preview links: show a draft, a scheduled post or a live post's scheduled change to someone
+without an account.
 
 A link carries 256 random bits (secrets.token_urlsafe(32)); only its SHA-256 is stored, so
 the database, a backup or the audit log cannot give a working link back, and the link is
@@ -9,13 +10,14 @@ revoking are audited by the link's id and expiry, never its token.
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from ..db import database_now
 from ..extensions import db
-from ..models import Post, PreviewLink, utcnow
+from ..models import Post, PreviewLink, ScheduledChange, utcnow
 from ..ops import audit
 from .edits import get_post
 from .errors import PostError
@@ -39,12 +41,14 @@ def create_link(post_id: int, days: int, user_id: int | None) -> tuple[PreviewLi
         raise PostError({"days": "Choose 1, 7 or 30 days."})
     now = database_now()  # first: it ends the transaction it reads in
     post = get_post(post_id)
-    if post.status not in SHAREABLE:
-        raise PostError({"form": "Only a draft or a scheduled post needs a preview link: "
-                                 "this one is " + post.status + "."})
+    change = _pending(post)
+    if post.status not in SHAREABLE and change is None:
+        raise PostError({"form": "Only a draft, a scheduled post or a scheduled change needs a "
+                                 "preview link: this post is " + post.status + "."})
     token = secrets.token_urlsafe(32)
     link = PreviewLink(post_id=post.id, token_hash=hash_token(token), created_by_id=user_id,
-                       created_at=now, expires_at=now + timedelta(days=days))
+                       created_at=now, expires_at=now + timedelta(days=days),
+                       revision_id=change.id if change is not None else None)
     db.session.add(link)
     db.session.flush()  # the audit row names the link's id
     audit.record("preview.create", audit.target("post", post.id, post.title),
@@ -82,13 +86,45 @@ def live_links(post_id: int) -> list[PreviewLink]:
         .order_by(PreviewLink.expires_at, PreviewLink.id)))
 
 
-def post_for_token(token: str) -> Post | None:
-    """Return the post a live link's token opens, or None (unknown, expired or revoked)."""
+def shareable(post: Post) -> bool:
+    """Return whether post can be shown by a link: not public yet, or a change pending."""
+    return post.status in SHAREABLE or _pending(post) is not None
+
+
+def _pending(post: Post) -> ScheduledChange | None:
+    if post.status != "published":
+        return None
+    return db.session.scalar(sa.select(ScheduledChange)
+                             .where(ScheduledChange.post_id == post.id))
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a live link opens: the post, and the scheduled change it shows, if it is one's.
+
+    change_gone: the link was made for a change that has gone live or been cancelled since.
+    """
+
+    post: Post
+    change: ScheduledChange | None
+    change_gone: bool = False
+
+
+def preview_for_token(token: str) -> Preview | None:
+    """Return what a live link's token opens, or None (unknown, expired or revoked)."""
     if not token or len(token) > MAX_TOKEN:
         return None
-    return db.session.scalar(sa.select(Post).join(PreviewLink, PreviewLink.post_id == Post.id)
-                             .where(PreviewLink.token_hash == hash_token(token),
-                                    *_live(database_now())))
+    found = db.session.execute(
+        sa.select(Post, PreviewLink.revision_id)
+        .join(PreviewLink, PreviewLink.post_id == Post.id)
+        .where(PreviewLink.token_hash == hash_token(token), *_live(database_now()))).first()
+    if found is None:
+        return None
+    post, change_id = found
+    if change_id is None:
+        return Preview(post, None)
+    change = db.session.get(ScheduledChange, change_id)
+    return Preview(post, change, change_gone=change is None)
 
 
 def _live(now: datetime) -> list:

@@ -131,7 +131,7 @@ def edit_page(post: Post, status: int = 200, **context):
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
         "digest": domain.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
-    if post.status in domain.SHAREABLE:  # the "Share a preview" section
+    if domain.shareable(post):  # the "Share a preview" section
         context.setdefault("preview_links", domain.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
                            **_panel_context(post, **context)), status

@@ -1,8 +1,11 @@
-"""Preview links: editors make and revoke them; anyone holding one reads the draft.
+"""Preview links: editors make and revoke them; anyone holding one reads the draft (or the
+change a live post will take at its time).
 
 The page a link opens is never kept by a cache nor indexed, and a link that ended (expired,
 revoked, or never was) answers the site's 404 without a word about the post.
 """
+
+from types import SimpleNamespace
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
@@ -60,11 +63,14 @@ def _back(post_id: int, message: str, category: str):
 @bp.get("/preview/<token>")
 def show(token: str):
     """Show the post a live link opens, in the public layout, with a banner; else 404."""
-    found = posts.post_for_token(token)
+    found = posts.preview_for_token(token)
     if found is None:
         return render_site_missing(*ENDED), 404, PRIVATE
-    if found.status == "published":  # it went out since: the link leads to the real page
-        return redirect(url_for("site.post", slug=found.slug)), 302, PRIVATE
-    page = render_template("site/preview.html", site=state.current(), post=found,
-                           body=markdown.render(found.body))
+    post, change = found.post, found.change
+    if post.status == "published" and change is None:  # it went out since: the real page
+        return redirect(url_for("site.post", slug=post.slug)), 302, PRIVATE
+    shown = post if change is None else SimpleNamespace(
+        title=change.title, body=change.body, published_at=post.published_at, status="live")
+    page = render_template("site/preview.html", site=state.current(), post=shown,
+                           change=change, body=markdown.render(shown.body))
     return page, 200, PRIVATE
