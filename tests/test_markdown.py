@@ -65,3 +65,12 @@ def test_links_get_rel_noopener_and_keep_safe_urls():
 
 def test_an_empty_body_renders_to_nothing():
     assert render("") == "" and render(None) == ""
+
+
+def test_an_image_alone_with_a_title_becomes_a_captioned_figure_and_others_stay_inline():
+    alone = str(render('![A gull](https://example.com/g.png "The gull, at <dawn>")')).strip().strip()
+    assert alone == ('<figure><img src="https://example.com/g.png" alt="A gull">'
+                     "<figcaption>The gull, at &lt;dawn&gt;</figcaption></figure>")
+    inline = str(render('Text ![A](https://example.com/a.png "t") more'))
+    assert "<figure>" not in inline and 'title="t"' in inline
+    assert "<figure>" not in str(render("![A](https://example.com/a.png)"))

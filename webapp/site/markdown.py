@@ -47,7 +47,9 @@ class ImageInfo:
 
 # the site's images as the sanitiser leaves them: <img src="/media/<sha256>/orig.<ext>" …
 SITE_IMAGE = re.compile(r'<img src="/media/([0-9a-f]{64})/orig\.([a-z]{3,4})"')
-SIZES = "(max-width: 72rem) 100vw, 72rem"  # main's width (static/css/soloist.css)
+SIZES = "(max-width: 44rem) 100vw, 40rem"  # the reading column (static/css/site.css)
+# an image alone in its paragraph with a title, ![alt](src "caption"): a figure, captioned
+FIGURE = re.compile(r'<p><img ([^>]*?) title="([^"]*)"([^>]*)></p>')
 
 
 def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
@@ -64,7 +66,8 @@ def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
 def _render(source: str, images: tuple[ImageInfo, ...]) -> Markup:
     # Keyed on the text itself (and its images, which never change at an address), so an
     # edit can never be served stale; this only saves re-rendering popular posts.
-    html = _cleaner.clean(_parser.render(source))
+    html = FIGURE.sub(r"<figure><img \1\3><figcaption>\2</figcaption></figure>",
+                      _cleaner.clean(_parser.render(source)))
     if images:
         known = {(i.sha256, i.ext): i for i in images}
         html = SITE_IMAGE.sub(lambda m: _site_image(m, known), html)
