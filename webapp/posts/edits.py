@@ -104,7 +104,8 @@ SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
 
 def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None,
                           wake: bool = False) -> None:
-    """Commit, with the audit row of a new post (its id comes from the flush) if given.
+    """Commit, with the audit row and first revision of a new post (its id comes from the
+    flush) if given.
 
     wake: NOTIFY the publish leader at commit (a post was scheduled). Every statement
     comes after the flush, inside the try: another editor's post committed with the same
@@ -112,8 +113,9 @@ def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None,
     """
     try:
         if post is not None:
-            db.session.flush()
+            db.session.flush()  # its id: for its audit row and its first revision
             audit.record("post.create", audit.target("post", post.id, post.title), detail)
+            revisions.keep(post.id, post.title, post.body, "create", live=False)
         if wake:
             wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
         db.session.commit()
@@ -173,8 +175,6 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
     db.session.add(post)
-    db.session.flush()  # its id, for the first revision
-    revisions.keep(post.id, post.title, post.body, "create", live=False)
     detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
