@@ -163,3 +163,14 @@ def test_a_diff_pairs_replaced_lines_and_marks_the_words_that_changed():
         ("added", [(False, "d")]),
     ]
     assert revisions.diff("same", "same") == []
+
+
+def test_the_post_page_lists_its_latest_versions_with_a_way_to_the_whole_history(app, auth):
+    client = auth.client("editor")
+    post_id = _create(client)
+    for n in range(6):
+        _save(client, app, post_id, body=f"Take {n}.")
+    page = text(client.get(f"/admin/posts/{post_id}"))
+    versions = page[page.index('id="h-versions"'):]
+    assert versions.count("/history/") == 5  # the latest five
+    assert "History: all 7 versions, compare, restore" in versions

@@ -146,7 +146,8 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
         sched = {"publish_at": input_value(post.publish_at, zone) if keeps else "",
                  "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
-            "zones": sorted(zone_names()), "pending": domain.pending_change(post), **context}
+            "zones": sorted(zone_names()), "pending": domain.pending_change(post),
+            "versions": domain.revisions.history(post.id, limit=5), **context}
 
 
 @bp.route("/<int:post_id>", methods=["GET", "POST"])
