@@ -68,7 +68,7 @@ def test_an_empty_body_renders_to_nothing():
 
 
 def test_an_image_alone_with_a_title_becomes_a_captioned_figure_and_others_stay_inline():
-    alone = str(render('![A gull](https://example.com/g.png "The gull, at <dawn>")')).strip().strip()
+    alone = str(render('![A gull](https://example.com/g.png "The gull, at <dawn>")')).strip()
     assert alone == ('<figure><img src="https://example.com/g.png" alt="A gull">'
                      "<figcaption>The gull, at &lt;dawn&gt;</figcaption></figure>")
     inline = str(render('Text ![A](https://example.com/a.png "t") more'))
