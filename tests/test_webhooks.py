@@ -125,10 +125,10 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivere
 def test_a_receiver_that_does_not_answer_in_time_is_retried(hook_app, receiver):
     create_webhook(receiver.url + HOOK_PATH, ["post.published"], SECRET)
     webhooks.enqueue(published_event())
-    receiver.answers = [2.0]  # stalls past the 0.5 s timeout, then answers the retry at once
+    receiver.answers = [5.0]  # stalls far past the 0.5 s timeout, then answers the retry
     started = time.monotonic()
     webhooks.deliver_due(at(T0), budget=5)
-    assert time.monotonic() - started < 1.9
+    assert time.monotonic() - started < 4.0  # gave up, not waited (a busy CI took 2.2 s)
     late = only_delivery()
     assert (late.status, late.last_error) == ("pending", "No answer within 0.5 s.")
     webhooks.deliver_due(at(T0 + timedelta(seconds=10)), budget=5)
