@@ -127,6 +127,8 @@ def test_a_newer_edit_makes_the_change_say_it_was_written_against_an_older_versi
     page = text(client.get(f"/admin/posts/{live}/change"))
     assert "Written against an older version" in page
     assert "Removed: </span><del>Tickets cost <mark>45</mark> euros" in page  # what it undoes
+    preview = page[page.index('id="preview"'):]
+    assert preview.index("Tickets cost 30 euros until Sunday.") < preview.index("</div>")
 
 
 def test_the_change_can_be_edited_and_cancelled_and_both_are_audited(app, auth, live):

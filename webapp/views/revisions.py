@@ -111,7 +111,7 @@ def _change_page(post: Post, status: int = 200, form: dict | None = None,
                 "change_id": pending.change.id if pending else ""}
     hunks = revisions.diff(post.body, pending.change.body) if pending else []
     return render_template("posts/change.html", post=post, pending=pending, form=form,
-                           errors=errors or {}, preview=render(form["body"]), hunks=hunks,
+                           errors=errors or {}, html=render(form["body"]), hunks=hunks,
                            zones=sorted(zone_names())), status
 
 
