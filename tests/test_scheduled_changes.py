@@ -202,3 +202,15 @@ def test_a_pending_change_shows_on_the_calendar_and_in_the_dashboards_queue(app,
     assert "Change: Tickets" in week
     dashboard = text(client.get("/admin/"))
     assert 'id="upcoming-changes"' in dashboard and ">Tickets</a>" in dashboard
+
+
+def test_a_change_swaps_in_on_sqlite_too(sqlite_app):
+    post_id = new_post(sqlite_app, "Tickets", status="published", body=LIVE_BODY,
+                       published_at=datetime.now(UTC) - timedelta(days=1))
+    apply_at = datetime.now(UTC) + timedelta(hours=1)
+    with sqlite_app.test_request_context():
+        posts.schedule_change(post_id, "Tickets", SALE_BODY, apply_at)
+    with sqlite_app.app_context():
+        assert publish.tick(apply_at + timedelta(seconds=1)) is None
+    assert _text(sqlite_app, post_id)[1] == SALE_BODY
+    assert _updated_events(sqlite_app) == [post_id] and _change(sqlite_app, post_id) is None
