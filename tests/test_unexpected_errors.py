@@ -9,6 +9,12 @@ from webapp.extensions import db
 from webapp.models import User
 
 
+@pytest.fixture
+def app(fresh_app):
+    """An app of this module's own: its first test adds a route."""
+    return fresh_app
+
+
 def test_an_unexpected_error_after_a_failed_flush_still_shows_the_error_page(app, client, auth):
     @app.get("/review-failed-flush")
     def failed_flush():
