@@ -288,7 +288,7 @@ def run(bench: Bench, args: argparse.Namespace, out: dict) -> None:
     log(f"starting {args.instances} instances x {args.workers} workers")
     bench.start_fleet(args.instances, args.workers, FOLLOWER_POLL_SECONDS=args.poll)
     dbname = bench.url.rsplit("/", 1)[1]
-    expected = args.instances * args.workers
+    expected = args.instances  # lock sessions: one candidate an instance
     pss = pss_available(bench)
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         wait_for(lambda: admin.execute(SETTLED_SQL, (args.settle, dbname)).fetchone()
