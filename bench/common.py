@@ -5,6 +5,7 @@ an error, on Ctrl-C or on SIGTERM) continues any process it stopped, stops the s
 and the gunicorn instances it started, and drops its database.
 """
 
+import argparse
 import contextlib
 import math
 import os
@@ -389,6 +390,15 @@ def report(title: str, sections: list[tuple[str, str]], notes: list[str]) -> Non
     for note in notes:
         print(f"- {note}")
     sys.stdout.flush()
+
+
+def fleet_parser(doc: str, instances: int = 3, workers: int = 2) -> argparse.ArgumentParser:
+    """Return a benchmark's argument parser (its docstring as help) with the fleet's size."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--instances", type=int, default=instances)
+    parser.add_argument("--workers", type=int, default=workers, help="per instance")
+    return parser
 
 
 def run_main(main: Callable[[], None]) -> None:
