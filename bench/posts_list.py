@@ -13,6 +13,7 @@ newest page, a page halfway, and the compare page of the oldest against the newe
 """
 
 import argparse
+import random
 import time
 
 from common import Bench, log, ms, percentile, report, run_main, table
@@ -43,7 +44,7 @@ FROM (SELECT i, abs(hashtext('status' || i)) %% 10 AS s
 HISTORY_POST_SQL = """
 INSERT INTO posts (title, slug, body, status, publish_at, published_at, version,
                    created_at, updated_at)
-VALUES ('A post with a long history', 'bench-history', '', 'published', now() - interval '1 year',
+VALUES (%(title)s, %(slug)s, '', 'published', now() - interval '1 year',
         now() - interval '1 year', %(n)s, now() - interval '1 year', now())
 RETURNING id
 """
@@ -112,7 +113,8 @@ class SqlClock:
 def history_post(bench: Bench, n: int) -> tuple[int, int, int, int]:
     """Add a published post with n revisions (its text the newest); return (post id,
     oldest revision, newest revision, mean body length)."""
-    post = bench.query(HISTORY_POST_SQL, {"n": n})[0][0]
+    post = bench.query(HISTORY_POST_SQL, {"title": "A post with a long history",
+                                          "slug": "bench-history", "n": n})[0][0]
     ids = [r[0] for r in bench.query(HISTORY_SQL, {"post": post, "n": n})]
     bench.execute("UPDATE posts SET body = r.body FROM post_revisions r "
                   "WHERE posts.id = %s AND r.id = %s", (post, ids[-1]))
@@ -121,7 +123,27 @@ def history_post(bench: Bench, n: int) -> tuple[int, int, int, int]:
     return post, ids[0], ids[-1], mean
 
 
-def history_pages(post: int, oldest: int, newest: int, n: int) -> list[tuple[str, str]]:
+def one_paragraph_post(bench: Bench) -> tuple[int, int, int]:
+    """Add a post whose body is one paragraph of about 5 kB, in two versions with one word
+    in ten changed (prose-like: a tenth of the words from ten common ones); return (post id,
+    older revision, newer revision)."""
+    rng = random.Random(5)
+    common = ["the", "of", "and", "a", "to", "in", "is", "that", "for", "it"]
+    vocabulary = ["".join(rng.choice("bcdfglmnprstv") + rng.choice("aeiou")
+                          for _ in range(rng.randint(1, 4))) for _ in range(2000)]
+    words = [rng.choice(common if rng.random() < 0.3 else vocabulary) for _ in range(850)]
+    edited = [rng.choice(vocabulary) if i % 10 == 5 else w for i, w in enumerate(words)]
+    post = bench.query(HISTORY_POST_SQL, {"title": "One long paragraph",
+                                          "slug": "bench-paragraph", "n": 2})[0][0]
+    ids = [bench.query("INSERT INTO post_revisions (post_id, title, body, author, reason, "
+                       "was_live, created_at) VALUES (%s, 'One long paragraph', %s, '', 'edit', "
+                       "false, now()) RETURNING id", (post, " ".join(text) + "."))[0][0]
+           for text in (words, edited)]
+    return post, ids[0], ids[1]
+
+
+def history_pages(post: int, oldest: int, newest: int, n: int,
+                  paragraph: tuple[int, int, int]) -> list[tuple[str, str]]:
     """Return (what, url) for the history pages timed."""
     return [
         (f"history, newest 50 of {n:,} versions", f"/admin/posts/{post}/history"),
@@ -129,6 +151,8 @@ def history_pages(post: int, oldest: int, newest: int, n: int) -> list[tuple[str
          f"/admin/posts/{post}/history?before={oldest + n // 2}"),
         ("compare the oldest with the newest (word-marked diff)",
          f"/admin/posts/{post}/compare?a={oldest}&b={newest}"),
+        ("compare two versions of a 5 kB one-paragraph body, 1 word in 10 changed",
+         f"/admin/posts/{paragraph[0]}/compare?a={paragraph[1]}&b={paragraph[2]}"),
     ]
 
 
@@ -176,6 +200,7 @@ def main() -> None:
         log(f"inserted in {time.monotonic() - started:.1f} s; adding a post with "
             f"{args.revisions:,} revisions")
         post, oldest, newest, mean_body = history_post(bench, args.revisions)
+        paragraph = one_paragraph_post(bench)
         app = make_app(bench.url)
         with app.app_context():
             clock = SqlClock(db.engine)
@@ -184,7 +209,7 @@ def main() -> None:
         log("timing with the 0003 indexes")
         indexed = time_pages(client, clock, urls, args.rounds)
         log("timing the history pages")
-        versions = history_pages(post, oldest, newest, args.revisions)
+        versions = history_pages(post, oldest, newest, args.revisions, paragraph)
         kept = time_pages(client, clock, versions, args.history_rounds)
         bench.execute(DROP_INDEXES_SQL)
         bench.execute("ANALYZE posts")
