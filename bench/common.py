@@ -5,6 +5,7 @@ an error, on Ctrl-C or on SIGTERM) continues any process it stopped, stops the s
 and the gunicorn instances it started, and drops its database.
 """
 
+import argparse
 import contextlib
 import math
 import os
@@ -80,7 +81,7 @@ class Bench:
         self.seeds: SeedFleet | None = None
         self.view: LockView | None = None
         self.stopped: set[int] = set()  # pids we SIGSTOPped and have not continued yet
-        self.expected = 0  # worker processes in the fleet
+        self.expected = 0  # worker processes in the fleet (one lock session an instance)
         self.log_dir = Path("/tmp")
 
     def __enter__(self) -> "Bench":
@@ -157,18 +158,23 @@ class Bench:
         return {pid for inst in self.instances for pid in inst.worker_pids()}
 
     def fleet_ready(self) -> bool:
-        """Every worker has its one lock session, and both keys are held by a worker."""
+        """Every worker is up, each instance has its one candidate's lock session (one of its
+        workers: docs/leadership.md#one-candidate-per-instance), and both keys are held by a
+        worker."""
         workers = self.worker_pids()
-        sessions = [pid_of(name) for name in self.view.lock_sessions()]
+        sessions = self.view.lock_sessions()
         holders = self.view.holders()
-        return (len(workers) == self.expected and sorted(sessions) == sorted(workers)
+        return (len(workers) == self.expected and len(sessions) == len(self.instances)
+                and all(sum(inst.owns(name) and pid_of(name) in inst.worker_pids()
+                            for name in sessions) == 1 for inst in self.instances)
                 and set(holders) >= KEYS
                 and all(pid_of(holders[k]) in workers for k in KEYS))
 
     def wait_fleet(self, timeout: float = 60) -> None:
-        """Wait until the fleet is back to one lock session per worker and both keys held."""
-        wait_for(self.fleet_ready, timeout, f"{self.expected} lock sessions, both keys held",
-                 interval=0.05)
+        """Wait until every worker is up, with one lock session an instance and both keys held."""
+        wait_for(self.fleet_ready, timeout,
+                 f"{self.expected} workers, {len(self.instances)} lock sessions (one an "
+                 "instance), both keys held", interval=0.05)
 
     def signal_worker(self, pid: int, sig: int) -> float:
         """Send sig to one of our gunicorn workers; return the wall-clock time just before."""
@@ -384,6 +390,15 @@ def report(title: str, sections: list[tuple[str, str]], notes: list[str]) -> Non
     for note in notes:
         print(f"- {note}")
     sys.stdout.flush()
+
+
+def fleet_parser(doc: str, instances: int = 3, workers: int = 2) -> argparse.ArgumentParser:
+    """Return a benchmark's argument parser (its docstring as help) with the fleet's size."""
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--instances", type=int, default=instances)
+    parser.add_argument("--workers", type=int, default=workers, help="per instance")
+    return parser
 
 
 def run_main(main: Callable[[], None]) -> None:

@@ -172,7 +172,8 @@ def per_process(res: dict) -> list[dict]:
     for backend, name in watch.names.items():
         if not name.startswith("soloist"):
             continue
-        kind, instance, pid = name.split(":")
+        kind, _, rest = name.partition(":")  # soloist[-role]:<instance>:<pid>[:<nonce>]
+        instance, pid = identity("soloist:" + rest)
         proc = procs.setdefault(pid, {"instance": instance, "pid": int(pid),
                                       "role": roles.get(pid, "follower")})
         field = "lock" if kind == "soloist" else "pool"
@@ -185,12 +186,21 @@ def per_process(res: dict) -> list[dict]:
     return sorted(procs.values(), key=lambda p: (p["instance"], p["pid"]))
 
 
+def identity(application_name: str) -> tuple[str, str]:
+    """Return the instance and the OS pid (as text) a soloist:<instance>:<pid>[:<nonce>]
+    name gives."""
+    from webapp.leadership.base import parse_identity
+
+    instance, pid = parse_identity(application_name)
+    return instance, str(pid)
+
+
 def role_names(holders: dict[int, str]) -> dict[str, str]:
     """Return {os pid: 'leader (publish, plugins)'} for the processes that hold keys."""
     names = {PUBLISH_KEY: "publish", PLUGINS_KEY: "plugins"}
     roles: dict[str, list[str]] = defaultdict(list)
     for key, app in sorted(holders.items()):
-        roles[app.rsplit(":", 1)[1]].append(names.get(key, hex(key)))
+        roles[identity(app)[1]].append(names.get(key, hex(key)))
     return {pid: f"leader ({', '.join(keys)})" for pid, keys in roles.items()}
 
 
@@ -288,7 +298,7 @@ def run(bench: Bench, args: argparse.Namespace, out: dict) -> None:
     log(f"starting {args.instances} instances x {args.workers} workers")
     bench.start_fleet(args.instances, args.workers, FOLLOWER_POLL_SECONDS=args.poll)
     dbname = bench.url.rsplit("/", 1)[1]
-    expected = args.instances * args.workers
+    expected = args.instances  # lock sessions: one candidate an instance
     pss = pss_available(bench)
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         wait_for(lambda: admin.execute(SETTLED_SQL, (args.settle, dbname)).fetchone()

@@ -110,8 +110,7 @@ def upload_once(base: str, token: str, data: bytes, n: int) -> float:
 def start_instance(bench):
     """Start one instance of 2 workers and wait until it answers (Bench stops it after).
 
-    Not Bench.start_fleet: it waits for a lock session per worker, and an instance now
-    has one candidate (its other workers stand by without one).
+    Not Bench.start_fleet: this bench needs gunicorn answering, not the keys held.
     """
     from common import Instance, wait_for
 

@@ -4,12 +4,16 @@ Fills a fresh PostgreSQL database with POSTS posts (statuses mixed, 2 kB bodies,
 from a small vocabulary plus a few rare words), then times each page through the Flask
 test client signed in as an editor: ROUNDS requests per page, median and p95, template
 rendering included. Then it drops the 0003 indexes (status+id, title trigram) and times
-the same pages again, to show what they buy.
+the same pages again, to show what they buy. Before that it times the history pages of one
+post with REVISIONS versions of about 5 kB (inserted into post_revisions directly): the
+newest page, a page halfway, and the compare page of the oldest against the newest.
 
-    .venv/bin/python bench/posts_list.py [--posts 100000] [--rounds 15]
+    .venv/bin/python bench/posts_list.py [--posts 100000] [--rounds 15] [--revisions 1000]
+        [--history-rounds 50]
 """
 
 import argparse
+import random
 import time
 
 from common import Bench, log, ms, percentile, report, run_main, table
@@ -32,6 +36,31 @@ SELECT initcap(w[1 + i %% 20]) || ' ' || w[1 + (i * 7) %% 20] || ' notes ' || i
 FROM (SELECT i, abs(hashtext('status' || i)) %% 10 AS s
       FROM generate_series(1, %(n)s) AS i) AS numbered,
      (SELECT %(words)s::text[] AS w) AS vocabulary
+"""
+
+# one post with REVISIONS versions: revision r has 10 + r/250 paragraphs of about 420
+# characters (about 5 kB in all), paragraph k saying which of its k * r / REVISIONS drafts it
+# is, so the oldest and the newest differ in a word of every paragraph and in 4 more
+HISTORY_POST_SQL = """
+INSERT INTO posts (title, slug, body, status, publish_at, published_at, version,
+                   created_at, updated_at)
+VALUES (%(title)s, %(slug)s, '', 'published', now() - interval '1 year',
+        now() - interval '1 year', %(n)s, now() - interval '1 year', now())
+RETURNING id
+"""
+
+HISTORY_SQL = """
+INSERT INTO post_revisions (post_id, title, body, author, reason, was_live, created_at)
+SELECT %(post)s, 'A post with a long history' || CASE WHEN r %% 100 = 0 THEN ', take ' || r
+                                                      ELSE '' END,
+       (SELECT string_agg(format('Paragraph %%s, draft %%s. %%s', k, k * r / %(n)s,
+                                 repeat('Lorem ipsum dolor sit amet, consectetur adipiscing. ',
+                                        8)), E'\n\n' ORDER BY k)
+        FROM generate_series(1, 10 + r / 250) AS k),
+       'bench@example.com', CASE WHEN r = 1 THEN 'create' ELSE 'edit' END, r %% 10 = 0,
+       now() - make_interval(hours => %(n)s - r)
+FROM generate_series(1, %(n)s) AS r ORDER BY r
+RETURNING id
 """
 
 DROP_INDEXES_SQL = "DROP INDEX ix_posts_title_trgm; DROP INDEX ix_posts_status_id"
@@ -81,6 +110,52 @@ class SqlClock:
         self.total += time.perf_counter() - conn.info["started"].pop()
 
 
+def history_post(bench: Bench, n: int) -> tuple[int, int, int, int]:
+    """Add a published post with n revisions (its text the newest); return (post id,
+    oldest revision, newest revision, mean body length)."""
+    post = bench.query(HISTORY_POST_SQL, {"title": "A post with a long history",
+                                          "slug": "bench-history", "n": n})[0][0]
+    ids = [r[0] for r in bench.query(HISTORY_SQL, {"post": post, "n": n})]
+    bench.execute("UPDATE posts SET body = r.body FROM post_revisions r "
+                  "WHERE posts.id = %s AND r.id = %s", (post, ids[-1]))
+    bench.execute("ANALYZE post_revisions")
+    mean = bench.query("SELECT avg(length(body))::int FROM post_revisions")[0][0]
+    return post, ids[0], ids[-1], mean
+
+
+def one_paragraph_post(bench: Bench) -> tuple[int, int, int]:
+    """Add a post whose body is one paragraph of about 5 kB, in two versions with one word
+    in ten changed (prose-like: a tenth of the words from ten common ones); return (post id,
+    older revision, newer revision)."""
+    rng = random.Random(5)
+    common = ["the", "of", "and", "a", "to", "in", "is", "that", "for", "it"]
+    vocabulary = ["".join(rng.choice("bcdfglmnprstv") + rng.choice("aeiou")
+                          for _ in range(rng.randint(1, 4))) for _ in range(2000)]
+    words = [rng.choice(common if rng.random() < 0.3 else vocabulary) for _ in range(850)]
+    edited = [rng.choice(vocabulary) if i % 10 == 5 else w for i, w in enumerate(words)]
+    post = bench.query(HISTORY_POST_SQL, {"title": "One long paragraph",
+                                          "slug": "bench-paragraph", "n": 2})[0][0]
+    ids = [bench.query("INSERT INTO post_revisions (post_id, title, body, author, reason, "
+                       "was_live, created_at) VALUES (%s, 'One long paragraph', %s, '', 'edit', "
+                       "false, now()) RETURNING id", (post, " ".join(text) + "."))[0][0]
+           for text in (words, edited)]
+    return post, ids[0], ids[1]
+
+
+def history_pages(post: int, oldest: int, newest: int, n: int,
+                  paragraph: tuple[int, int, int]) -> list[tuple[str, str]]:
+    """Return (what, url) for the history pages timed."""
+    return [
+        (f"history, newest 50 of {n:,} versions", f"/admin/posts/{post}/history"),
+        (f"history, a page halfway (before the {n // 2}th)",
+         f"/admin/posts/{post}/history?before={oldest + n // 2}"),
+        ("compare the oldest with the newest (word-marked diff)",
+         f"/admin/posts/{post}/compare?a={oldest}&b={newest}"),
+        ("compare two versions of a 5 kB one-paragraph body, 1 word in 10 changed",
+         f"/admin/posts/{paragraph[0]}/compare?a={paragraph[1]}&b={paragraph[2]}"),
+    ]
+
+
 def time_pages(client, clock: SqlClock, urls: list[tuple[str, str]],
                rounds: int) -> dict[str, tuple]:
     """Return {url: (median ms, p95 ms, median SQL ms, status)} over rounds after a warm-up."""
@@ -111,6 +186,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posts", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--revisions", type=int, default=1000, help="of the history post")
+    parser.add_argument("--history-rounds", type=int, default=50)
     args = parser.parse_args()
     from tests.support import make_app
     from webapp.extensions import db
@@ -120,7 +197,10 @@ def main() -> None:
         started = time.monotonic()
         bench.execute(FILL_SQL, {"n": args.posts, "words": list(WORDS)})
         bench.execute("VACUUM ANALYZE posts")
-        log(f"inserted in {time.monotonic() - started:.1f} s")
+        log(f"inserted in {time.monotonic() - started:.1f} s; adding a post with "
+            f"{args.revisions:,} revisions")
+        post, oldest, newest, mean_body = history_post(bench, args.revisions)
+        paragraph = one_paragraph_post(bench)
         app = make_app(bench.url)
         with app.app_context():
             clock = SqlClock(db.engine)
@@ -128,6 +208,9 @@ def main() -> None:
         urls = pages(deep_before=args.posts // 50)
         log("timing with the 0003 indexes")
         indexed = time_pages(client, clock, urls, args.rounds)
+        log("timing the history pages")
+        versions = history_pages(post, oldest, newest, args.revisions, paragraph)
+        kept = time_pages(client, clock, versions, args.history_rounds)
         bench.execute(DROP_INDEXES_SQL)
         bench.execute("ANALYZE posts")
         log("timing without them")
@@ -136,10 +219,16 @@ def main() -> None:
             db.engine.dispose()
     rows = [[what, indexed[url][3], ms(indexed[url][0]), ms(indexed[url][1]),
              ms(indexed[url][2]), ms(plain[url][0]), ms(plain[url][2])] for what, url in urls]
+    history = [[what, kept[url][3], ms(kept[url][0]), ms(kept[url][1]), ms(kept[url][2]),
+                "p95 ≤ 100 ms", "yes" if kept[url][1] <= 100 else "**no**"]
+               for what, url in versions]
     report(f"Post list at {args.posts:,} posts", [(
         f"Response time through the Flask test client ({args.rounds} requests each)",
         table(["page", "status", "median", "p95", "SQL (median)", "median, no 0003 indexes",
-               "SQL, no 0003 indexes"], rows))], [
+               "SQL, no 0003 indexes"], rows)), (
+        f"A post's history at {args.revisions:,} versions, bodies {mean_body:,} characters "
+        f"on average ({args.history_rounds} requests each)",
+        table(["page", "status", "median", "p95", "SQL (median)", "target", "met"], history))], [
         "SQL = time in the database driver per request (the part the indexes change); the "
         "rest is Python: routing, the session, template rendering.",
         "The no-index run comes second, on a warm cache. Statuses here are common (10-40 %); "

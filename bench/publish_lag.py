@@ -16,7 +16,19 @@ must have exactly one 'post.published' outbox row.
 import argparse
 import time
 
-from common import Bench, SeedFleet, log, ms, percentile, report, run_main, secs, seed_label, table
+from common import (
+    Bench,
+    SeedFleet,
+    fleet_parser,
+    log,
+    ms,
+    percentile,
+    report,
+    run_main,
+    secs,
+    seed_label,
+    table,
+)
 
 EXACTLY_ONCE_SQL = """
 SELECT count(*), count(*) FILTER (WHERE status = 'published'),
@@ -172,8 +184,7 @@ def exactly_once(results: dict) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = fleet_parser(__doc__)
     parser.add_argument("--posts", type=int, default=500)
     parser.add_argument("--spread", type=float, default=30.0, help="seconds")
     parser.add_argument("--lead", type=float, default=5.0, help="seconds until the first")
@@ -186,8 +197,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--plugins-off", default="",
                         help="comma-separated plugins to switch off first, e.g. "
                              "sitemap,webhooks,housekeeping (default: none, as shipped)")
-    parser.add_argument("--instances", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     args.seed_procs = args.seed_procs or args.instances * args.workers
     return args

@@ -374,24 +374,11 @@ class FaultFleet:
     def schedule_changes(self, prefix: str, n: int, lead: float, spread: float) -> dict:
         """Add n live posts, each with a change due lead .. lead + spread s from now; return
         {post id: apply_at epoch}."""
-        ids = self.add_published(prefix, n)
-        self.view.query(CHANGE_SQL, {"ids": ids, "n": n, "lead": lead, "spread": spread})
-        self.view.query("SELECT pg_notify('soloist_wake', 'publish')")
-        return dict(self.view.query(
-            "SELECT post_id, extract(epoch FROM apply_at)::float8 FROM scheduled_changes "
-            "WHERE post_id = ANY(%s)", (ids,)))
+        return schedule_changes(self.view, self.add_published(prefix, n), lead, spread)
 
     def changed(self, due: dict) -> dict[str, list]:
         """Say which changes (post id -> apply_at) went in other than once, or early."""
-        result: dict[str, list] = {"not_once": [], "early": [], "lags": []}
-        for post_id, body, events, first, pending in self.view.query(CHANGED_SQL, (list(due),)):
-            if events != 1 or pending or body != "Changed by its schedule.":
-                result["not_once"].append((post_id, events, pending))
-            elif first < due[post_id]:
-                result["early"].append(post_id)
-            else:
-                result["lags"].append(first - due[post_id])
-        return result
+        return changed(self.view, due)
 
     def published(self, ids: list[int]) -> int:
         """Return how many of ids are published."""
@@ -424,6 +411,30 @@ class FaultFleet:
 
     def db_clock(self) -> float:
         return self.view.query("SELECT extract(epoch FROM clock_timestamp())::float8")[0][0]
+
+
+def schedule_changes(view, ids: list[int], lead: float, spread: float) -> dict:
+    """Give each live post of ids a change due lead .. lead + spread s from now (evenly) and
+    wake the publish leader; return {post id: apply_at epoch}. view: anything with query()."""
+    view.query(CHANGE_SQL, {"ids": ids, "n": len(ids), "lead": lead, "spread": spread})
+    view.query("SELECT pg_notify('soloist_wake', 'publish')")
+    return dict(view.query(
+        "SELECT post_id, extract(epoch FROM apply_at)::float8 FROM scheduled_changes "
+        "WHERE post_id = ANY(%s)", (ids,)))
+
+
+def changed(view, due: dict) -> dict[str, list]:
+    """Say which changes (post id -> apply_at epoch) went in other than once, or early, and
+    the others' lags (the post.updated row's created_at, the swap's clock, minus apply_at)."""
+    result: dict[str, list] = {"not_once": [], "early": [], "lags": []}
+    for post_id, body, events, first, pending in view.query(CHANGED_SQL, (list(due),)):
+        if events != 1 or pending or body != "Changed by its schedule.":
+            result["not_once"].append((post_id, events, pending))
+        elif first < due[post_id]:
+            result["early"].append(post_id)
+        else:
+            result["lags"].append(first - due[post_id])
+    return result
 
 
 def _cmdline(pid: int) -> str:

@@ -174,3 +174,12 @@ def test_the_post_page_lists_its_latest_versions_with_a_way_to_the_whole_history
     versions = page[page.index('id="h-versions"'):]
     assert versions.count("/history/") == 5  # the latest five
     assert "History: all 7 versions, compare, restore" in versions
+
+
+def test_a_long_paragraph_marks_only_the_words_that_changed():
+    words = [f"w{i}" for i in range(1000)]  # about 5 kB on one line
+    edited = [*words[:100], "changed", *words[101:700], "also", *words[701:]]
+    removed, added = (line for line in revisions.diff(" ".join(words), " ".join(edited))[0])
+    assert [text for marked, text in removed.parts if marked] == ["w100", "w700"]
+    assert [text for marked, text in added.parts if marked] == ["changed", "also"]
+    assert "".join(text for _marked, text in added.parts) == " ".join(edited)
