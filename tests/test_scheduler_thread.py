@@ -5,8 +5,10 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 
@@ -203,3 +205,34 @@ def test_readyz_fails_while_the_scheduler_is_stuck_in_one_step_and_recovers_afte
         running.locks.close()
         with running.tick_app.app_context():
             db.engine.dispose()
+
+
+def test_a_thawed_leader_whose_connection_its_evictor_ends_mid_write_still_records_it(
+        pg_url):
+    """The finding of a CI run: a frozen candidate thawed, found its keys lost to a sibling
+    and logged so, but its "lost" row never came: its evictor ended every connection of its
+    process while it was writing, and a stand-by has no lock session to write it later."""
+    tick_app = make_app(pg_url, DB_ROLE="sched")  # the ticks' own pool
+    running = Scheduler(make_app(pg_url), tick_app=tick_app)
+    running.leadership.pending.append((PUBLISH.value, "lost", 7, "soloist:thawed:1",
+                                       "this instance's candidacy went to a sibling", None))
+    writer = threading.Thread(target=running._record_pending)
+    try:
+        # the write waits on the table, as one the eviction meets mid-way
+        with psycopg.connect(pg_url, autocommit=True) as evictor, evictor.transaction():
+            evictor.execute("LOCK TABLE leader_events IN EXCLUSIVE MODE")
+            writer.start()
+            backend = wait_for(lambda: evictor.execute(
+                "SELECT pid FROM pg_locks WHERE NOT granted "
+                "AND relation = 'leader_events'::regclass").fetchone(), 10,
+                "the thawed worker's write to wait on the table")[0]
+            evictor.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        writer.join(10)
+        with tick_app.app_context():
+            rows = db.session.execute(sa.select(LeaderEvent.kind, LeaderEvent.term).where(
+                LeaderEvent.holder == "soloist:thawed:1")).all()
+            db.engine.dispose()
+        assert rows == [("lost", 7)] and running.leadership.pending == []
+    finally:
+        running.locks.close()
+        running.waiter.close()

@@ -283,19 +283,25 @@ class Scheduler:
         pending = self.leadership.take_pending()
         if not pending:
             return
-        with self.tick_app.app_context():
-            try:
-                stamp = database_now()  # for an event whose database time is unknown
-                db.session.add_all(
-                    LeaderEvent(key=key, kind=kind, term=term, holder=holder, detail=detail,
-                                at=at or stamp)
-                    for key, kind, term, holder, detail, at in pending)
-                db.session.commit()
-            except Exception:  # the database is away as well: the lock session writes later
-                db.session.rollback()
-                self.leadership.pending[:0] = pending
-            finally:
-                db.session.remove()
+        # twice: a frozen leader thaws to find its connections ended by its evictor, and the
+        # first statement on a pooled one is what tells the pool so (a stand-by writes no
+        # later: it has no lock session); a second failure means the database is away
+        for attempt in (1, 2):
+            with self.tick_app.app_context():
+                try:
+                    stamp = database_now()  # for an event whose database time is unknown
+                    db.session.add_all(
+                        LeaderEvent(key=key, kind=kind, term=term, holder=holder,
+                                    detail=detail, at=at or stamp)
+                        for key, kind, term, holder, detail, at in pending)
+                    db.session.commit()
+                    return
+                except Exception:  # the database is away: the lock session writes them later
+                    db.session.rollback()
+                    if attempt == 2:
+                        self.leadership.pending[:0] = pending
+                finally:
+                    db.session.remove()
 
     def _check_budget_once(self) -> None:
         if not self.budget_checked:
