@@ -97,6 +97,21 @@ def on_exit(server):
     shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
 
 
+def post_fork(server, worker):
+    """Keep a SIGTERM that reaches a worker still booting, before gunicorn's own handlers.
+
+    Until the worker installs them (init_signals), it runs the master's, which only queue
+    the signal for a master loop the child never runs: a worker respawned as the instance
+    is told to stop (a deploy just after a crash) missed its SIGTERM and ran on until
+    graceful_timeout's SIGKILL, 25 s (seen as 27 s teardowns in the fleet tests).
+    """
+    def stop_when_booted(signum, frame):
+        worker.alive = False  # post_worker_init starts no scheduler; run() returns at once
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, stop_when_booted)
+
+
 def post_worker_init(worker):
     """Start this worker's scheduler thread, after the fork; hand over first on SIGTERM."""
     from webapp import plugin_app, scheduler_app
