@@ -24,24 +24,6 @@ from tests.support import (
 from webapp.extensions import db
 from webapp.leadership import close_all_sessions
 
-# The longest modules (--durations: 20-90 s each, mostly waiting on fleets, throwaway
-# servers and Chromium), longest first. xdist's loadfile hands modules out in collection
-# order, so these start first and the run does not end waiting on one of them begun last.
-LONGEST_FIRST = [
-    "test_failover.py", "test_chaos.py", "test_cluster.py", "test_faults.py",
-    "test_partition.py", "test_pooler_fleet.py", "test_editor_browser.py",
-    "test_api_contract.py", "test_accessibility_browser.py", "test_deploys.py",
-    "test_csp_browser.py", "test_every_page_on_a_phone.py", "test_deploy.py",
-    "test_freezes.py", "test_status_browser.py", "test_ops_alerts_fleet.py",
-    "test_webhook_senders.py", "test_site_browser.py", "test_passkeys_browser.py",
-]
-
-
-def pytest_collection_modifyitems(items: list) -> None:
-    """Put the longest modules first (LONGEST_FIRST), the rest in their usual order."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps order
-
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
