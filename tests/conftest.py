@@ -3,7 +3,7 @@ flaskr-style app, client, runner and auth fixtures (the helpers live in tests/su
 
 import os
 import sqlite3
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,6 +68,17 @@ def empty_every_table() -> None:
     db.session.commit()
 
 
+@contextmanager
+def emptied(app):
+    """Empty app's tables for a test, then close the connections the test left."""
+    with app.app_context():
+        empty_every_table()
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
 @pytest.fixture(scope="session")
 def _session_app(pg_url):
     """Build the app once per test process: creating one costs ~45 ms (werkzeug compiles a
@@ -85,12 +96,8 @@ def app(_session_app):
     connections closed.
     """
     app, config, extensions = _session_app
-    with app.app_context():
-        empty_every_table()
-    yield app
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
+    with emptied(app):
+        yield app
     app.config.clear()
     app.config.update(config)
     for key in set(app.extensions) - extensions:
@@ -102,13 +109,8 @@ def fresh_app(pg_url):
     """Return an app of the test's own, emptied database tables and all: for a test that adds
     routes to it (Flask refuses those on an app that has served a request). A module that
     needs one overrides app with it."""
-    app = make_app(pg_url)
-    with app.app_context():
-        empty_every_table()
-    yield app
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
+    with emptied(make_app(pg_url)) as app:
+        yield app
 
 
 @pytest.fixture

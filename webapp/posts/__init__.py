@@ -58,7 +58,6 @@ from .previews import (
     live_links,
     preview_for_token,
     revoke_link,
-    shareable,
 )
 from .queries import (
     COUNT_CAP,
@@ -84,7 +83,7 @@ __all__ = [
     "upcoming_changes",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
     "create_post", "get_post", "hold_due", "is_slug", "late", "list_posts", "live_links",
-    "next_due", "next_due_reads", "preview_for_token", "shareable", "Preview", "publish_due",
+    "next_due", "next_due_reads", "preview_for_token", "Preview", "publish_due",
     "publish_now",
     "published_by_slug", "published_page", "published_post",
     "recently_published", "revoke_link", "schedule_post",

@@ -18,6 +18,7 @@ from ..models import Post, ScheduledChange
 from .edits import get_post
 from .errors import PostError
 from .lifecycle import schedule_post
+from .pending import changes_with_posts
 
 VIEWS = ("month", "week")
 PER_DAY = 8  # posts a day of the month shows; the rest are counted ("+12 more")
@@ -209,11 +210,8 @@ def changes_by_day(days: Span) -> dict[date, list[ChangeChip]]:
     """Return the scheduled changes to live posts in the span, by local day (one a post at
     most, so a page holds few)."""
     found: dict[date, list[ChangeChip]] = {}
-    rows = db.session.execute(
-        sa.select(ScheduledChange.apply_at, Post.id, Post.title)
-        .join(Post, Post.id == ScheduledChange.post_id)
-        .where(ScheduledChange.apply_at >= days.start, ScheduledChange.apply_at < days.end)
-        .order_by(ScheduledChange.apply_at, Post.id))
+    rows = db.session.execute(changes_with_posts().where(
+        ScheduledChange.apply_at >= days.start, ScheduledChange.apply_at < days.end))
     for apply_at, post_id, title in rows:
         day = apply_at.astimezone(days.zone).date()
         found.setdefault(day, []).append(ChangeChip(apply_at, post_id, title))

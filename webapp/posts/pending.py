@@ -32,9 +32,15 @@ class ChangeState:
     outdated: bool  # the live text changed after this change was written against it
 
 
+def change_of(post_id: int) -> ScheduledChange | None:
+    """Return the post's pending change row, if it has one."""
+    return db.session.scalar(sa.select(ScheduledChange)
+                             .where(ScheduledChange.post_id == post_id))
+
+
 def pending_change(post: Post) -> ChangeState | None:
     """Return the post's pending change, if it has one."""
-    change = db.session.scalar(sa.select(ScheduledChange).where(ScheduledChange.post_id == post.id))
+    change = change_of(post.id)
     if change is None:
         return None
     return ChangeState(change, change.base_digest != content_digest(post.title, post.slug,
@@ -159,9 +165,13 @@ def next_change_read() -> sa.ScalarSelect:
     return sa.select(sa.func.min(ScheduledChange.apply_at)).scalar_subquery()
 
 
+def changes_with_posts() -> sa.Select:
+    """Return the read of scheduled changes as (apply_at, post id, post title), soonest first."""
+    return (sa.select(ScheduledChange.apply_at, Post.id, Post.title)
+            .join(Post, Post.id == ScheduledChange.post_id)
+            .order_by(ScheduledChange.apply_at, Post.id))
+
+
 def upcoming_changes(limit: int = 10) -> list[sa.Row]:
     """Return the next scheduled changes (apply_at, post id, post title), soonest first."""
-    return db.session.execute(
-        sa.select(ScheduledChange.apply_at, Post.id, Post.title)
-        .join(Post, Post.id == ScheduledChange.post_id)
-        .order_by(ScheduledChange.apply_at, Post.id).limit(limit)).all()
+    return db.session.execute(changes_with_posts().limit(limit)).all()

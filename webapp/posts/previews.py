@@ -21,6 +21,7 @@ from ..models import Post, PreviewLink, ScheduledChange, utcnow
 from ..ops import audit
 from .edits import get_post
 from .errors import PostError
+from .pending import change_of
 
 DAYS = (1, 7, 30)  # the expiries the form offers
 SHAREABLE = ("draft", "scheduled")  # a published post has its public page
@@ -41,7 +42,7 @@ def create_link(post_id: int, days: int, user_id: int | None) -> tuple[PreviewLi
         raise PostError({"days": "Choose 1, 7 or 30 days."})
     now = database_now()  # first: it ends the transaction it reads in
     post = get_post(post_id)
-    change = _pending(post)
+    change = change_of(post.id) if post.status == "published" else None
     if post.status not in SHAREABLE and change is None:
         raise PostError({"form": "Only a draft, a scheduled post or a scheduled change needs a "
                                  "preview link: this post is " + post.status + "."})
@@ -84,18 +85,6 @@ def live_links(post_id: int) -> list[PreviewLink]:
     return list(db.session.scalars(sa.select(PreviewLink).where(
         PreviewLink.post_id == post_id, *_live(utcnow()))
         .order_by(PreviewLink.expires_at, PreviewLink.id)))
-
-
-def shareable(post: Post) -> bool:
-    """Return whether post can be shown by a link: not public yet, or a change pending."""
-    return post.status in SHAREABLE or _pending(post) is not None
-
-
-def _pending(post: Post) -> ScheduledChange | None:
-    if post.status != "published":
-        return None
-    return db.session.scalar(sa.select(ScheduledChange)
-                             .where(ScheduledChange.post_id == post.id))
 
 
 @dataclass(frozen=True)

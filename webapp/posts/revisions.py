@@ -193,7 +193,7 @@ def diff(old: str, new: str) -> list[list[DiffLine]]:
     return hunks
 
 
-def restore(post: Post, revision: PostRevision) -> None:
-    """Check a restore can happen: the version must differ from the text the post has."""
+def check_restore(post: Post, revision: PostRevision) -> None:
+    """Refuse a restore of the text the post has now (a restore is an edit: edits.update_post)."""
     if (revision.title, revision.body) == (post.title, post.body):
         raise PostError({"revision": "The post already has this text: nothing to restore."})

@@ -19,11 +19,12 @@ SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the p
                           "its state here and try again."}
 
 
-def _zone() -> str:
+def editor_zone() -> str:
+    """Return the zone the signed-in editor reads and types times in."""
     return current_user.timezone or "UTC"
 
 
-def _post_or_404(post_id: int) -> Post:
+def post_or_404(post_id: int) -> Post:
     try:
         return domain.get_post(post_id)
     except PostNotFound:
@@ -83,7 +84,7 @@ def new():
     form, errors = {"title": "", "slug": "", "body": ""}, {}
     # the same create-and-schedule form wherever one starts (the calendar fills the time)
     sched = _new_schedule(request.form if request.method == "POST" else request.args) or {
-        "publish_at": "", "zone": _zone()}
+        "publish_at": "", "zone": editor_zone()}
     if request.method == "POST":
         form = _content_form()
         try:
@@ -106,7 +107,7 @@ def _new_schedule(source) -> dict | None:
     if "publish_at" not in source:
         return None
     return {"publish_at": source.get("publish_at", "").strip(),
-            "zone": source.get("zone", "").strip() or _zone()}
+            "zone": source.get("zone", "").strip() or editor_zone()}
 
 
 def _start_post(form: dict, sched: dict | None) -> Post:
@@ -131,15 +132,16 @@ def edit_page(post: Post, status: int = 200, **context):
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
         "digest": domain.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
-    if domain.shareable(post):  # the "Share a preview" section
-        context.setdefault("preview_links", domain.live_links(post.id))
+    page = _panel_context(post, **context)
+    if post.status in domain.SHAREABLE or page["pending"]:  # the "Share a preview" section
+        page.setdefault("preview_links", domain.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
-                           **_panel_context(post, **context)), status
+                           **page), status
 
 
 def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | None = None,
                    **context) -> dict:
-    zone = _zone()
+    zone = editor_zone()
     if sched is None:
         # a draft with a time was held by a freeze: its time is offered again
         keeps = post.status == "scheduled" or (post.status == "draft" and post.publish_at)
@@ -154,7 +156,7 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
 @role_required("editor")
 def edit(post_id: int):
     """Edit a post's text; a form opened before someone else's change is refused."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     if request.method != "POST":  # GET or HEAD: never a write
         return edit_page(post)
     form = {**_content_form(), "version": request.form.get("version", 0, type=int),
@@ -166,7 +168,7 @@ def edit(post_id: int):
     except StalePost as exc:
         return edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
     except PostError as exc:
-        return edit_page(_post_or_404(post_id), 422, form=form, errors=exc.errors)
+        return edit_page(post_or_404(post_id), 422, form=form, errors=exc.errors)
     flash("Saved.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -240,7 +242,7 @@ def _save_typed_text(post: Post, sched: dict | None = None) -> int:
         raise _TextRefused(edit_page(exc.current, 409, form=form, errors=exc.errors,
                                       stale=exc.current, sched=sched)) from None
     except PostError as exc:
-        raise _TextRefused(edit_page(_post_or_404(post.id), 422, form=form, errors=exc.errors,
+        raise _TextRefused(edit_page(post_or_404(post.id), 422, form=form, errors=exc.errors,
                                       sched=sched)) from None
     # the panel was current when the text was saved: the schedule applies to the saved text
     return saved.version if version == current else version
@@ -250,7 +252,7 @@ def _save_typed_text(post: Post, sched: dict | None = None) -> int:
 @role_required("editor")
 def schedule(post_id: int):
     """Schedule a post at a time typed in the editor's zone, saving text typed beside it."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     sched = _sched_form()
     try:
         publish_at, unpublish_at = _read_times(sched)
@@ -263,7 +265,7 @@ def schedule(post_id: int):
         return edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE,
                           form=_typed_text())
     except PostError as exc:
-        return edit_page(_post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
+        return edit_page(post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
                           past=isinstance(exc, PublishTimeInPast), form=_typed_text())
     flash(f"Scheduled for {human(publish_at, sched['zone'])}.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
@@ -273,7 +275,7 @@ def schedule(post_id: int):
 @role_required("editor")
 def unpublish_time(post_id: int):
     """Set or clear when a published post comes down."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     sched = _sched_form()
     try:
         _, unpublish_at = _read_times(sched, need_publish=False)
@@ -291,7 +293,7 @@ def unpublish_time(post_id: int):
 
 
 def _act(post_id: int, action, done: str, save_text: bool = False):
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     try:
         if save_text:  # publishing now publishes what the editor sees, typed text included
             _save_typed_text(post)
@@ -342,7 +344,7 @@ def unpublish(post_id: int):
 @role_required("editor")
 def panel(post_id: int):
     """Render the publication panel, or 204 while the post is still at version=."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     if request.args.get("version", type=int) == post.version:
         return "", 204
     return render_template("posts/_panel.html", **_panel_context(post))

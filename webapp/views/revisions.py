@@ -1,25 +1,17 @@
 """A post's history (every version, compared, restored) and its scheduled change."""
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
-from flask_login import current_user
 
 from .. import posts as domain
 from ..accounts.security import role_required
 from ..models import Post
-from ..posts import PostError, PostNotFound, StalePost, revisions
+from ..posts import PostError, StalePost, revisions
 from ..site.markdown import render
 from ..timefmt import human
 from ..timezones import input_value, zone_names
-from .posts import read_times
+from .posts import editor_zone, post_or_404, read_times
 
 bp = Blueprint("revisions", __name__, url_prefix="/admin/posts")
-
-
-def _post_or_404(post_id: int) -> Post:
-    try:
-        return domain.get_post(post_id)
-    except PostNotFound:
-        abort(404)
 
 
 def _revision_or_404(post: Post, revision_id: int):
@@ -39,7 +31,7 @@ def _page(template: str, post: Post, **context) -> str:
 @role_required("editor")
 def history(post_id: int):
     """List a post's versions newest first, 50 a page, with a form to compare any two."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     before = request.args.get("before", type=int)
     page = revisions.history(post.id, before if before and before > 0 else None)
     return _page("posts/history.html", post, page=page)
@@ -49,7 +41,7 @@ def history(post_id: int):
 @role_required("editor")
 def revision(post_id: int, revision_id: int):
     """Show one version as readers would see it, with its Markdown and a restore button."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     found = _revision_or_404(post, revision_id)
     return _page("posts/revision.html", post, revision=found, html=render(found.body))
 
@@ -58,7 +50,7 @@ def revision(post_id: int, revision_id: int):
 @role_required("editor")
 def compare(post_id: int):
     """Compare two versions (?a=older&b=newer; b defaults to the current text)."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     a_id = request.args.get("a", type=int)
     b_id = request.args.get("b", type=int) or revisions.current_revision_id(post.id)
     if a_id is None or b_id is None:
@@ -75,10 +67,10 @@ def compare(post_id: int):
 @role_required("editor")
 def restore(post_id: int, revision_id: int):
     """Bring an old version back: a new version with its text (the slug stays as it is)."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     found = _revision_or_404(post, revision_id)
     try:
-        revisions.restore(post, found)
+        revisions.check_restore(post, found)
         domain.update_post(post.id, request.form.get("version", 0, type=int), None,
                            found.title, post.slug, found.body, restored_from=found.id)
     except StalePost:
@@ -90,24 +82,20 @@ def restore(post_id: int, revision_id: int):
         flash(next(iter(exc.errors.values())), "error")
         return redirect(url_for("revisions.revision", post_id=post.id,
                                 revision_id=found.id), code=303)
-    flash(f"Restored the version of {human(found.created_at, _zone())}: it is the post's text "
-          "now, as a new version.", "success")
+    flash(f"Restored the version of {human(found.created_at, editor_zone())}: it is the "
+          "post's text now, as a new version.", "success")
     return redirect(url_for("posts.edit", post_id=post.id), code=303)
 
 
 # -- the scheduled change of a live post ------------------------------------------------
-
-def _zone() -> str:
-    return current_user.timezone or "UTC"
-
 
 def _change_page(post: Post, status: int = 200, form: dict | None = None,
                  errors: dict | None = None):
     pending = domain.pending_change(post)
     if form is None:
         source = pending.change if pending else post
-        form = {"title": source.title, "body": source.body, "zone": _zone(),
-                "apply_at": input_value(pending.change.apply_at, _zone()) if pending else "",
+        form = {"title": source.title, "body": source.body, "zone": editor_zone(),
+                "apply_at": input_value(pending.change.apply_at, editor_zone()) if pending else "",
                 "change_id": pending.change.id if pending else ""}
     hunks = revisions.diff(post.body, pending.change.body) if pending else []
     return render_template("posts/change.html", post=post, pending=pending, form=form,
@@ -119,7 +107,7 @@ def _change_page(post: Post, status: int = 200, form: dict | None = None,
 @role_required("editor")
 def change(post_id: int):
     """Write, edit or preview the change a live post takes at a set time."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     if request.method != "POST":
         if post.status != "published" and domain.pending_change(post) is None:
             flash("Only a published post takes a scheduled change: edit a draft's text "
@@ -128,7 +116,7 @@ def change(post_id: int):
         return _change_page(post)
     form = {name: request.form.get(name, "") for name in ("title", "body", "apply_at", "zone",
                                                           "change_id")}
-    form["zone"] = form["zone"].strip() or _zone()
+    form["zone"] = form["zone"].strip() or editor_zone()
     try:
         apply_at = read_times({"apply_at": form["apply_at"].strip(), "zone": form["zone"]},
                               ("apply_at",))["apply_at"]
@@ -144,7 +132,7 @@ def change(post_id: int):
 @role_required("editor")
 def cancel_change(post_id: int):
     """Drop the post's scheduled change: the live text stays as it is."""
-    post = _post_or_404(post_id)
+    post = post_or_404(post_id)
     try:
         domain.cancel_change(post.id)
     except PostError as exc:
