@@ -168,11 +168,11 @@ def load_row(pg: PgServer, args: argparse.Namespace) -> Row:
         host, _pid = fleet.leader(PUBLISH_KEY)
         paths = load_paths(fleet, 50)
         first = fleet.last_event_id()
-        ids = fleet.schedule("load", int(args.load_seconds * 2), lead=2.0,
-                             spread=max(args.load_seconds - 4, 1))
         load = WebLoad(host.port, paths, args.load_seconds, args.load_processes,
                        args.load_connections).start()
         try:
+            ids = fleet.schedule("load", int(args.load_seconds * 2), lead=2.0,
+                                 spread=max(args.load_seconds - 4, 1))  # due under the load
             result = load.join()
         finally:
             load.stop()

@@ -107,16 +107,17 @@ def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_
     host, _pid = fleet.leader(PUBLISH_KEY)
     paths = load_paths(fleet)
     first = fleet.last_event_id()
-    ids = fleet.schedule("load", 20, lead=1.0, spread=3.0)
     load = WebLoad(host.port, paths, seconds=5, processes=2, connections=8).start()
     try:
+        ids = fleet.schedule("load", 20, lead=1.0, spread=3.0)  # due while the load runs
         result = load.join()
     finally:
         load.stop()
     wait_for(lambda: fleet.published(ids) == len(ids), 10, "every post to be published")
     outcome = fleet.outcome(ids)
     changes = fleet.events_since(first)
-    assert result.requests > 100 and not result.errors, (
+    # every connection kept busy the whole time (a few answers each, however slow the machine)
+    assert result.requests >= 3 * 2 * 8 and not result.errors, (
         f"the load did not run: {result.requests} answers, {result.errors} errors")
     assert not [s for s in result.statuses if s >= 500], f"server errors: {result.statuses}"
     assert changes == [], f"leadership changed under web load: {changes}"

@@ -210,6 +210,7 @@ class LoadResult:
     statuses: Counter = field(default_factory=Counter)
     errors: int = 0
     latencies: list[float] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -225,6 +226,7 @@ class LoadResult:
         self.statuses.update(other["statuses"])
         self.errors += other["errors"]
         self.latencies.extend(other["latencies"])
+        self.spans.append((other["started"], other["ended"]))
 
 
 def _load_thread(port: int, paths: list[tuple[str, dict]], until: float, out: dict,
@@ -254,8 +256,14 @@ def _load_thread(port: int, paths: list[tuple[str, dict]], until: float, out: di
         out["latencies"].extend(latencies)
 
 
-def _load_process(port: int, paths: list, connections: int, until: float, queue) -> None:
-    out = {"statuses": Counter(), "errors": 0, "latencies": []}
+def _load_process(port: int, paths: list, connections: int, seconds: float, queue,
+                  ready) -> None:
+    # the time starts here, not in the parent: a spawned interpreter takes seconds to import
+    # on a slow machine, and a deadline set before it would leave the load no time to run
+    ready.put(True)
+    started = time.time()
+    until = started + seconds
+    out = {"statuses": Counter(), "errors": 0, "latencies": [], "started": started}
     lock = threading.Lock()
     threads = [threading.Thread(target=_load_thread, args=(port, paths, until, out, lock))
                for _ in range(connections)]
@@ -263,6 +271,7 @@ def _load_process(port: int, paths: list, connections: int, until: float, queue)
         thread.start()
     for thread in threads:
         thread.join()
+    out["ended"] = time.time()
     queue.put(out)
 
 
@@ -277,18 +286,20 @@ class WebLoad:
         self.port, self.paths, self.seconds = port, paths, seconds
         self.processes, self.connections = processes, connections
         self._ctx = multiprocessing.get_context("spawn")  # no inherited database connections
-        self._queue = self._ctx.Queue()
+        self._queue, self._ready = self._ctx.Queue(), self._ctx.Queue()
         self._procs: list = []
 
     def start(self) -> "WebLoad":
-        """Start the load processes; they stop on their own when the time is up."""
-        self.started = time.time()
-        until = self.started + self.seconds
+        """Start the load processes and return once each is sending; each stops on its own
+        seconds after it began."""
         for _ in range(self.processes):
             proc = self._ctx.Process(target=_load_process, daemon=True, args=(
-                self.port, self.paths, self.connections, until, self._queue))
+                self.port, self.paths, self.connections, self.seconds, self._queue,
+                self._ready))
             proc.start()
             self._procs.append(proc)
+        for _ in self._procs:
+            self._ready.get(timeout=60)
         return self
 
     def join(self) -> LoadResult:
@@ -298,7 +309,8 @@ class WebLoad:
             result.add(self._queue.get(timeout=self.seconds + 60))
         for proc in self._procs:
             proc.join(10)
-        result.seconds = time.time() - self.started
+        # from the first process's start to the last one's end (not counting their imports)
+        result.seconds = max(e for _, e in result.spans) - min(s for s, _ in result.spans)
         return result
 
     def stop(self) -> None:
