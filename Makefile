@@ -45,7 +45,9 @@ system-deps:
 ## Lint, then run every test against the local PostgreSQL (and SQLite).
 test: install system-deps
 	$(BIN)/ruff check webapp tests bench
-	$(BIN)/pytest
+	# bytecode cached in __pycache__ even where the environment turns it off: every gunicorn
+	# worker and flask command a test starts would compile the app's sources again
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 bench: install
 	$(BIN)/python bench/failover.py
