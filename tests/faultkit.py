@@ -28,8 +28,6 @@ from tests.cluster import (
     ROOT,
     Instance,
     LockView,
-    base_env,
-    flask_cmd,
     pid_of,
     wait_for,
 )
@@ -219,11 +217,13 @@ class FaultFleet:
         self.instances: list[GroupInstance] = []  # serving (or meant to)
         self.gone: list[GroupInstance] = []  # killed, terminated or stopped
         self.count = 0
-        admin_env = base_env(url)
+        # the real migrations and create-user/create-token commands, run in this process:
+        # three `flask` subprocesses cost seconds of CPU each on a busy 2-core machine
+        from tests.support import cli_user, make_app, migrate
+
         if not migrated:
-            flask_cmd(admin_env, "db", "upgrade")
-        flask_cmd(admin_env, "create-user", ADMIN, "--role", "admin", "--password", PASSWORD)
-        self.token = flask_cmd(admin_env, "create-token", ADMIN).stdout.split()[-1]
+            migrate(make_app(url))
+        self.token = cli_user(url, ADMIN, "admin", PASSWORD)
         self.view = View((view_url or url).replace("postgres://", "postgresql://", 1))
 
     # --- instances ------------------------------------------------------------------------
