@@ -32,6 +32,7 @@ from tests.cluster import (
     wait_for,
 )
 from tests.pgserver import group_members
+from tests.support import cli_user, make_app, migrate
 
 KEYS = (PUBLISH_KEY, PLUGINS_KEY)
 ADMIN = "admin@example.com"
@@ -219,8 +220,6 @@ class FaultFleet:
         self.count = 0
         # the real migrations and create-user/create-token commands, run in this process:
         # three `flask` subprocesses cost seconds of CPU each on a busy 2-core machine
-        from tests.support import cli_user, make_app, migrate
-
         if not migrated:
             migrate(make_app(url))
         self.token = cli_user(url, ADMIN, "admin", PASSWORD)

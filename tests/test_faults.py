@@ -126,10 +126,9 @@ def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_
     # the p99 ≤ 1 s target is measured by bench/faults.py, with its table in docs/faults.md:
     # on a shared 2-core CI host one slow moment can reach it (1.035 s seen), so the test
     # asserts what an editor would notice instead, with room for such a moment
-    lags = sorted(outcome.lags)
-    assert statistics.median(lags) <= LAG and lags[-1] <= STALLED, (
-        f"publish lag under load: median {statistics.median(lags):.3f} s, "
-        f"slowest {lags[-1]:.3f} s")
+    median, slowest = statistics.median(outcome.lags), max(outcome.lags)
+    assert median <= LAG and slowest <= STALLED, (
+        f"publish lag under load: median {median:.3f} s, slowest {slowest:.3f} s")
 
 
 def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evicted(pg,

@@ -32,10 +32,10 @@ class ChangeState:
     outdated: bool  # the live text changed after this change was written against it
 
 
-def change_of(post_id: int) -> ScheduledChange | None:
-    """Return the post's pending change row, if it has one."""
-    return db.session.scalar(sa.select(ScheduledChange)
-                             .where(ScheduledChange.post_id == post_id))
+def change_of(post_id: int, lock: bool = False) -> ScheduledChange | None:
+    """Return the post's pending change row, if it has one (lock: FOR UPDATE, to write it)."""
+    query = sa.select(ScheduledChange).where(ScheduledChange.post_id == post_id)
+    return db.session.scalar(query.with_for_update() if lock else query)
 
 
 def pending_change(post: Post) -> ChangeState | None:
@@ -82,8 +82,7 @@ def schedule_change(post_id: int, title: str, body: str, apply_at: datetime,
         raise PostError(errors)
     if (fields.title, fields.body) == (post.title, post.body):
         raise PostError({"body": "This is the text the post has now: change something first."})
-    existing = db.session.scalar(sa.select(ScheduledChange).where(
-        ScheduledChange.post_id == post_id).with_for_update())
+    existing = change_of(post_id, lock=True)
     if change_id is not None and (existing is None or existing.id != change_id):
         db.session.rollback()
         raise PostError({"form": "That scheduled change went out or was cancelled meanwhile; "
