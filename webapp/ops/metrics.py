@@ -19,6 +19,7 @@ failover never shows as 0.
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from functools import cache
 
 import sqlalchemy as sa
 from flask import current_app
@@ -33,19 +34,30 @@ from ..leadership.base import LockSession, is_stale
 from ..leadership.keys import KEYS, SchedulerKey
 from ..models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
 
-PUBLISH_LAG = Histogram(
-    "soloist_publish_lag_seconds",
-    "Seconds from a post's publish_at to its publication by the publish leader.",
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
-    registry=None,  # added to each scrape's registry (or read from the workers' files)
-)
-TICK_DURATION = Histogram(
-    "soloist_tick_duration_seconds",
-    "Seconds one tick of a scheduler key's leader took.",
-    ["key"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-    registry=None,
-)
+
+@cache
+def _histograms() -> tuple[Histogram, Histogram]:
+    """Return the publish lag and tick duration histograms, made on first use.
+
+    Not at import: under gunicorn a histogram's values are files named after the process
+    that made them, and the master imports this module (webapp/gunicorn_conf.py) before it
+    forks; each worker makes its own when it first observes or serves a scrape.
+    """
+    publish_lag = Histogram(
+        "soloist_publish_lag_seconds",
+        "Seconds from a post's publish_at to its publication by the publish leader.",
+        buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+        registry=None,  # added to each scrape's registry (or read from the workers' files)
+    )
+    tick_duration = Histogram(
+        "soloist_tick_duration_seconds",
+        "Seconds one tick of a scheduler key's leader took.",
+        ["key"],
+        buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        registry=None,
+    )
+    return publish_lag, tick_duration
+
 
 TIMER_STATES = ("active", "failing", "paused")
 DELIVERY_STATUSES = ("pending", "sending", "delivered", "failed")
@@ -54,24 +66,25 @@ DELIVERY_STATUSES = ("pending", "sending", "delivered", "failed")
 def observe_publish_lags(lags: Iterable[float]) -> None:
     """Record the lag of each post the publish leader just published."""
     for lag in lags:
-        PUBLISH_LAG.observe(max(lag, 0.0))
+        _histograms()[0].observe(max(lag, 0.0))
 
 
 def observe_tick(key: str, seconds: float) -> None:
     """Record how long one tick of key took."""
-    TICK_DURATION.labels(key=key).observe(seconds)
+    _histograms()[1].labels(key=key).observe(seconds)
 
 
 def exposition() -> tuple[bytes, str]:
     """Return the whole scrape in the Prometheus text format, and its content type."""
     registry = CollectorRegistry()
     registry.register(FleetCollector(current_app.config["LEADER_STALE_SECONDS"]))
+    histograms = _histograms()  # so a scrape shows them before the first observation
     path = current_app.config.get("PROMETHEUS_MULTIPROC_DIR")
     if path:
         MultiProcessCollector(registry, path)  # every worker's histograms, added up
     else:
-        registry.register(PUBLISH_LAG)
-        registry.register(TICK_DURATION)
+        for histogram in histograms:
+            registry.register(histogram)
     body = generate_latest(registry)
     db.session.rollback()  # end the read transaction before the body goes out
     return body, CONTENT_TYPE_LATEST
