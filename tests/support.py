@@ -53,7 +53,7 @@ from webapp.plugins import sitemap
 from webapp.posts import create_link, revisions
 
 PASSWORD = "correct horse battery"
-FAST_HASH = "pbkdf2:sha256:1000"  # tests only: the app hashes with werkzeug's default
+FAST_HASH = "pbkdf2:sha256:1000"  # tests only (make_app): the app hashes with scrypt
 CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 # a valid timer form: every 5 minutes, in UTC
@@ -81,7 +81,8 @@ def make_app(database_url: str, **config):
     """Create a test app bound to database_url (migrated separately)."""
     uri = normalise_database_url(database_url)
     settings = {"TESTING": True, "SECRET_KEY": "test", "SQLALCHEMY_DATABASE_URI": uri,
-                "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "pytest"}
+                "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "pytest",
+                "PASSWORD_HASH_METHOD": FAST_HASH}
     settings.update(config)
     return create_app(settings)
 

@@ -12,6 +12,7 @@ from werkzeug.security import generate_password_hash
 
 from ..extensions import db
 from ..models import User
+from ..models.accounts import password_method
 from ..ops import audit
 from ..refusals import Refused
 from . import devices, sessions, totp
@@ -38,8 +39,8 @@ def list_users() -> list[User]:
 
 
 @cache
-def _decoy_hash() -> str:
-    return generate_password_hash(secrets.token_urlsafe(16))
+def _decoy_hash(method: str) -> str:
+    return generate_password_hash(secrets.token_urlsafe(16), method)
 
 
 def check_credentials(email: str, password: str) -> User | None:
@@ -50,7 +51,7 @@ def check_credentials(email: str, password: str) -> User | None:
     """
     user = find_user(email)
     if user is None:
-        User(password_hash=_decoy_hash()).check_password(password)
+        User(password_hash=_decoy_hash(password_method())).check_password(password)
         return None
     right = user.check_password(password)
     return user if right and user.active else None

@@ -3,11 +3,28 @@
 from datetime import datetime
 
 import sqlalchemy as sa
+from flask import current_app
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from ..extensions import db
 from .types import UTCDateTime, utcnow
+
+PASSWORD_METHOD = "scrypt"  # werkzeug's default (n=2**15, r=8, p=1), named
+
+
+def password_method() -> str:
+    """Return the app's PASSWORD_HASH_METHOD (PASSWORD_METHOD unless it names another).
+
+    Not a setting of the environment: only a test app chooses a cheaper method, for the
+    hundreds of accounts a test run makes (a check reads the method from the hash).
+    """
+    return current_app.config.get("PASSWORD_HASH_METHOD", PASSWORD_METHOD)
+
+
+def hash_password(password: str) -> str:
+    """Return password's hash, made with the app's method."""
+    return generate_password_hash(password, password_method())
 
 
 class User(db.Model):
@@ -58,7 +75,7 @@ class User(db.Model):
 
     def set_password(self, password: str) -> None:
         """Hash and store a new password."""
-        self.password_hash = generate_password_hash(password)
+        self.password_hash = hash_password(password)
 
     def check_password(self, password: str) -> bool:
         """Return whether password matches the stored hash."""
