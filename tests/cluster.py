@@ -95,14 +95,16 @@ _template: list[str] = []  # this process's migrated database, copied by migrate
 def migrated_database(prefix: str = "soloist_test") -> str:
     """Create a database at the current schema; return its postgres:// URL.
 
-    A copy of a template this process migrated once (`flask db upgrade`, dropped at exit):
-    CREATE DATABASE ... TEMPLATE takes a fraction of the migrations' time. Nothing else
-    connects to the template, as a copy needs.
+    A copy of a template this process migrated once (the checked-in migrations, run here
+    as `flask db upgrade` runs them; dropped at exit): CREATE DATABASE ... TEMPLATE takes a
+    fraction of the migrations' time. Nothing else connects to the template, as a copy needs.
     """
     if not _template:
+        from tests.support import make_app, migrate  # support builds on this module
+
         url = create_database("soloist_template")
         atexit.register(drop_database, url)
-        flask_cmd(base_env(url), "db", "upgrade")
+        migrate(make_app(url))
         _template.append(url.rsplit("/", 1)[1])
     return create_database(prefix, template=_template[0])
 
