@@ -80,9 +80,9 @@ def when_ready(server):
 # Every module of webapp, and the libraries they import lazily. None of it does anything at
 # import (DESIGN.md: no threads, no I/O); the metrics module makes its histograms, whose
 # values are files named after the process, on first use in each worker. On a 2-core
-# machine a worker boots in 0.2-0.35 s of CPU (0.5-0.6 with the libraries only imported
-# here, 1.0-1.2 with nothing); the master spends about 0.3 s more, once. A SIGHUP reload
-# therefore keeps the old code: deploys replace processes.
+# machine a worker boots in 0.16-0.19 s of CPU (0.42-0.48 with the libraries only imported
+# here, 1.0-1.2 with nothing) and the master in the same 1.1-1.3 s (bench/boot_cost.py).
+# A SIGHUP reload therefore keeps the old code: deploys replace processes.
 LIBRARIES = (
     "sqlalchemy.orm", "sqlalchemy.dialects.postgresql.psycopg", "sqlalchemy.dialects.sqlite",
     "psycopg", "flask", "flask_sqlalchemy", "flask_migrate", "flask_login", "flask_wtf",
