@@ -77,29 +77,18 @@ def when_ready(server):
 # The code each worker runs, imported once in the master before it forks: a worker (and
 # every respawned one) then starts with it in memory and spends its boot on its own apps,
 # engines and lock session only (preload_app stays off: no app is made in the master).
-# Every module of webapp, and the libraries they import lazily. None of it does anything at
-# import (DESIGN.md: no threads, no I/O); the metrics module makes its histograms, whose
+# Every module of webapp, and with them every library they use. None of it does anything
+# at import (DESIGN.md: no threads, no I/O); the metrics module makes its histograms, whose
 # values are files named after the process, on first use in each worker. On a 2-core
 # machine a worker boots in 0.16-0.19 s of CPU (0.42-0.48 with the libraries only imported
 # here, 1.0-1.2 with nothing) and the master in the same 1.1-1.3 s (bench/boot_cost.py).
 # A SIGHUP reload therefore keeps the old code: deploys replace processes.
-LIBRARIES = (
-    "sqlalchemy.orm", "sqlalchemy.dialects.postgresql.psycopg", "sqlalchemy.dialects.sqlite",
-    "psycopg", "flask", "flask_sqlalchemy", "flask_migrate", "flask_login", "flask_wtf",
-    "wtforms", "jinja2", "markdown_it", "nh3", "pygments.lexers", "pygments.formatters",
-    "PIL.Image", "PIL.ImageOps", "webauthn", "cryptography.x509", "cbor2", "pyotp", "segno",
-    "cronsim", "dotenv",
-)
-
-
 def _import_code(metrics_dir: Path) -> None:
     import importlib
     import pkgutil
 
     import webapp
 
-    for name in LIBRARIES:
-        importlib.import_module(name)
     for module in pkgutil.walk_packages(webapp.__path__, "webapp."):
         if module.name != "webapp.gunicorn_conf":  # this file, which gunicorn read
             importlib.import_module(module.name)
