@@ -20,6 +20,7 @@ failover never shows as 0.
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from functools import cache
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from flask import current_app
@@ -35,8 +36,15 @@ from ..leadership.keys import KEYS, SchedulerKey
 from ..models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
 
 
+class Histograms(NamedTuple):
+    """This process's histograms (see _histograms)."""
+
+    publish_lag: Histogram
+    tick_duration: Histogram
+
+
 @cache
-def _histograms() -> tuple[Histogram, Histogram]:
+def _histograms() -> Histograms:
     """Return the publish lag and tick duration histograms, made on first use.
 
     Not at import: under gunicorn a histogram's values are files named after the process
@@ -56,7 +64,7 @@ def _histograms() -> tuple[Histogram, Histogram]:
         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         registry=None,
     )
-    return publish_lag, tick_duration
+    return Histograms(publish_lag, tick_duration)
 
 
 TIMER_STATES = ("active", "failing", "paused")
@@ -66,12 +74,12 @@ DELIVERY_STATUSES = ("pending", "sending", "delivered", "failed")
 def observe_publish_lags(lags: Iterable[float]) -> None:
     """Record the lag of each post the publish leader just published."""
     for lag in lags:
-        _histograms()[0].observe(max(lag, 0.0))
+        _histograms().publish_lag.observe(max(lag, 0.0))
 
 
 def observe_tick(key: str, seconds: float) -> None:
     """Record how long one tick of key took."""
-    _histograms()[1].labels(key=key).observe(seconds)
+    _histograms().tick_duration.labels(key=key).observe(seconds)
 
 
 def exposition() -> tuple[bytes, str]:
