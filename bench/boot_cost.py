@@ -13,6 +13,7 @@ import argparse
 import os
 import signal
 import statistics
+from pathlib import Path
 
 from common import Bench, log, pid_of, report, run_main, table, wait_for
 
@@ -21,7 +22,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 def cpu(pid: int) -> float:
     """Return a process's user + system CPU seconds so far."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
@@ -36,8 +37,8 @@ def one_round(bench: Bench, workers: int) -> tuple[float, list[float], float]:
     os.kill(victim, signal.SIGKILL)
     new = wait_for(lambda: [p for p in instance.worker_pids() if p not in pids], 30,
                    "the master to fork a new worker")[0]
-    wait_for(lambda: "scheduler started" in instance.read_log().split(f"[{new}]", 1)[-1],
-             30, "the new worker's scheduler to start")
+    started = f"[{new}] INFO soloist.scheduler: scheduler started"
+    wait_for(lambda: started in instance.read_log(), 30, "the new worker's scheduler to start")
     respawn = cpu(new)
     bench.stop_fleet()
     return master, booted, respawn
