@@ -39,7 +39,7 @@ from tests.cluster import (
 from webapp import create_app, media
 from webapp.accounts.tokens import create_token
 from webapp.config import normalise_database_url
-from webapp.extensions import db
+from webapp.extensions import bind_migrations, db
 from webapp.models import (
     LeaderEvent,
     LeaderState,
@@ -108,6 +108,7 @@ def cli_user(database_url: str, email: str, role: str = "admin", password: str =
 
 def migrate(app) -> None:
     """Bring app's database to the current schema with the checked-in migrations."""
+    bind_migrations(app)
     with app.app_context():
         flask_migrate.upgrade()
         db.engine.dispose()

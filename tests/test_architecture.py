@@ -132,3 +132,22 @@ def test_ops_and_leadership_build_on_no_domain_package():
                "webapp.timers", "webapp.scheduling", "webapp.views"}
     assert graph["webapp.ops"] & domains == set()
     assert graph["webapp.leadership"] & (domains | {"webapp.ops"}) == set()
+
+
+# imported where they are used, never at a module's top: every gunicorn master imports all
+# of webapp before it forks (gunicorn_conf), and these are a fifth of that import's CPU
+USED_RARELY = ("flask_migrate", "alembic", "webauthn")
+
+
+def test_migration_and_passkey_libraries_are_imported_only_where_used():
+    offenders = []
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:  # the module's top level only
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            offenders += [f"{name}: {t}" for t in targets if t.split(".")[0] in USED_RARELY]
+    assert offenders == []

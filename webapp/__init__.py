@@ -9,7 +9,7 @@ from flask import Flask
 from . import headers, limits, timefmt
 from .config import check_production_config, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
-from .extensions import db, migrate
+from .extensions import db
 from .site import urls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,11 +79,10 @@ def configure_database(app: Flask) -> None:
 
 
 def register_extensions(app: Flask) -> None:
-    """Bind the database and migrations to the app."""
+    """Bind the database to the app (migrations bind when they run: cli.migrations)."""
     from . import models  # noqa: F401  (register the tables with the metadata)
 
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
     with app.app_context():
         if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
             enable_sqlite_pragmas(db.engine)

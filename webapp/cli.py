@@ -4,13 +4,13 @@ import secrets
 
 import click
 import sqlalchemy as sa
-from flask import Flask
+from flask import Flask, current_app, g
 from flask.cli import with_appcontext
 
 from .accounts.emails import EmailError, clean_email, normalise
 from .accounts.tokens import create_token, revoke_tokens
 from .accounts.users import user_target
-from .extensions import db
+from .extensions import bind_migrations, db
 from .leadership.cli import leaders_command
 from .models import User
 from .ops import audit
@@ -29,6 +29,34 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(release_command)
     app.cli.add_command(record_deploy_command)
     app.cli.add_command(budget_command)
+    app.cli.add_command(migrations)
+
+
+class MigrationCommands(click.Group):
+    """Flask-Migrate's commands, imported (with Alembic) when one is looked up."""
+
+    def _commands(self) -> click.Group:
+        from flask_migrate.cli import db as commands
+
+        return commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._commands().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._commands().get_command(ctx, name)
+
+
+@click.group("db", cls=MigrationCommands)
+@click.option("-d", "--directory", default=None,
+              help='Migration script directory (default is "migrations")')
+@click.option("-x", "--x-arg", multiple=True,
+              help="Additional arguments consumed by custom env.py scripts")
+@with_appcontext
+def migrations(directory: str | None, x_arg: tuple[str, ...]) -> None:
+    """Perform database migrations (Flask-Migrate)."""
+    bind_migrations(current_app)  # before any subcommand runs, in the app's context
+    g.directory, g.x_arg = directory, x_arg  # as Flask-Migrate's own group does
 
 
 @click.command("ensure-admin")

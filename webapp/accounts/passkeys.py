@@ -13,14 +13,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 import sqlalchemy as sa
-import webauthn
 from flask import current_app, request
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
 
 from ..extensions import db
 from ..models import Passkey, User, WebAuthnChallenge, utcnow
@@ -30,6 +23,19 @@ CHALLENGE_SECONDS = 300
 
 class PasskeyError(ValueError):
     """A ceremony refused, with the reason in words."""
+
+
+def _webauthn():
+    """Return the webauthn package and its structs, imported at the first ceremony.
+
+    With cryptography, pyOpenSSL and pyasn1 it is a sixth of the app's import time (0.12 s
+    of CPU): every gunicorn master, worker respawn and flask command paid it, though only a
+    passkey's registration or sign-in uses it.
+    """
+    import webauthn
+    from webauthn.helpers import structs
+
+    return webauthn, structs
 
 
 def relying_party() -> tuple[str, str] | None:
@@ -80,13 +86,14 @@ def registration_options(user: User) -> str:
     rp = relying_party()
     if rp is None:
         raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
+    webauthn, structs = _webauthn()
     options = webauthn.generate_registration_options(
         rp_id=rp[0], rp_name=current_app.config.get("SITE_NAME") or "Soloist",
         user_name=user.email, user_id=str(user.id).encode(),
-        authenticator_selection=AuthenticatorSelectionCriteria(
-            resident_key=ResidentKeyRequirement.REQUIRED,
-            user_verification=UserVerificationRequirement.PREFERRED),
-        exclude_credentials=[PublicKeyCredentialDescriptor(id=p.credential_id)
+        authenticator_selection=structs.AuthenticatorSelectionCriteria(
+            resident_key=structs.ResidentKeyRequirement.REQUIRED,
+            user_verification=structs.UserVerificationRequirement.PREFERRED),
+        exclude_credentials=[structs.PublicKeyCredentialDescriptor(id=p.credential_id)
                              for p in listed(user)])
     _store(options.challenge, "register", user)
     return webauthn.options_to_json(options)
@@ -98,6 +105,7 @@ def register(user: User, credential: dict, name: str) -> Passkey:
     if found.user_id != user.id:
         raise PasskeyError("This request was made for someone else.")
     rp = relying_party()
+    webauthn, _structs = _webauthn()
     try:
         verified = webauthn.verify_registration_response(
             credential=credential, expected_challenge=base64.urlsafe_b64decode(
@@ -119,10 +127,11 @@ def authentication_options(user: User | None = None) -> str:
     rp = relying_party()
     if rp is None:
         raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
-    allowed = [PublicKeyCredentialDescriptor(id=p.credential_id) for p in listed(user)] \
-        if user is not None else None
+    webauthn, structs = _webauthn()
+    allowed = [structs.PublicKeyCredentialDescriptor(id=p.credential_id)
+               for p in listed(user)] if user is not None else None
     options = webauthn.generate_authentication_options(
-        rp_id=rp[0], user_verification=UserVerificationRequirement.PREFERRED,
+        rp_id=rp[0], user_verification=structs.UserVerificationRequirement.PREFERRED,
         allow_credentials=allowed)
     _store(options.challenge, "sign-in", user)
     return webauthn.options_to_json(options)
@@ -144,6 +153,7 @@ def authenticate(credential: dict) -> User:
     if passkey is None:
         raise PasskeyError("This passkey is not known here (was it removed?).")
     rp = relying_party()
+    webauthn, _structs = _webauthn()
     try:
         verified = webauthn.verify_authentication_response(
             credential=credential,

@@ -1,9 +1,10 @@
 """The release phase's commands: `flask --app webapp release` and `record-deploy`."""
 
 import click
-import flask_migrate
+from flask import current_app
 from flask.cli import with_appcontext
 
+from ...extensions import bind_migrations
 from .record import record_deploy
 
 
@@ -23,6 +24,9 @@ def record_deploy_command(version: str | None) -> None:
 @click.option("--version", "version", default=None, help="As for record-deploy.")
 def release_command(version: str | None) -> None:
     """Run the release phase: migrate the database, then record the deploy."""
+    import flask_migrate  # with Alembic, only when a release runs (extensions.bind_migrations)
+
+    bind_migrations(current_app)
     flask_migrate.upgrade()
     deploy = record_deploy(version)
     click.echo(f"Migrated and recorded deploy {deploy.version} (from {deploy.source}).")
