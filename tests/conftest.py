@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import LockView, drop_database, migrated_database
+from tests.cluster import Instance, LockView, drop_database, migrated_database
 from tests.receiver import Receiver
 from tests.support import (
     Api,
@@ -231,6 +231,33 @@ def site(app):
     found = seed_site(app)
     with serve(app) as url:
         yield {"url": url, **found}
+
+
+@pytest.fixture
+def fleet_db(pg_url, tmp_path):
+    """Return a fresh migrated database for a fleet, and a pg_locks view of it."""
+    url = migrated_database("soloist_fleet")
+    view = LockView(url)
+    yield url, view
+    view.close()
+    drop_database(url)
+
+
+@pytest.fixture
+def launch(fleet_db, tmp_path):
+    """Return launch(name, workers=2, **env): a gunicorn instance on the fleet database,
+    started now and stopped after the test."""
+    url, _view = fleet_db
+    started: list[Instance] = []
+
+    def start(name: str, workers: int = 2, **env: str) -> Instance:
+        instance = Instance(name, url, workers=workers, log_dir=tmp_path, **env).start()
+        started.append(instance)
+        return instance
+
+    yield start
+    for instance in started:
+        instance.stop()
 
 
 @pytest.fixture(scope="module")
