@@ -2,14 +2,17 @@
 run against a live gunicorn on PostgreSQL, finds no answer the document does not promise."""
 
 import contextlib
+import io
 import json
 import re
 import urllib.request
 
+import jsonschema_rs
 import pytest
 import schemathesis
 from hypothesis import settings
 from hypothesis.errors import Flaky
+from werkzeug import Request
 
 from tests.cluster import (
     Instance,
@@ -181,6 +184,37 @@ schema = schemathesis.openapi.from_path(DOCUMENT, config=schemathesis.Config.fro
     # passed, a slug in use, a host that does not resolve): a 422 is the contract there
     "checks": {"positive_data_acceptance": {"enabled": False}},
 }))
+
+
+def received_form_is_valid(case, request) -> bool:
+    """Return whether the multipart request sent for case, parsed by Werkzeug as the app parses
+    it, satisfies its body schema: each text field as the text that arrived, each file part as
+    "" (a binary field counts only as a file part, not as text)."""
+    doc = document()
+    ref = doc["paths"][case.operation.path][case.method.lower()]["requestBody"]["content"][
+        case.media_type]["schema"]["$ref"]
+    body_schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    binary = {name for name, field in body_schema["properties"].items()
+              if field.get("format") == "binary"}
+    body = request.body if isinstance(request.body, bytes) else request.body.encode()
+    with Request.from_values(input_stream=io.BytesIO(body), content_length=len(body), method="POST",
+                             content_type=request.headers["Content-Type"]) as received:
+        fields = {name: "" for name in received.files}
+        fields |= {name: text for name, text in received.form.items() if name not in binary}
+    return jsonschema_rs.validator_for(body_schema).is_valid(fields)
+
+
+@schema.hook
+def filter_failure(ctx, failure, case, response):
+    """Drop an ST201 (negative data accepted) only for a multipart request that is valid as it
+    arrives. Every multipart field is text: a negative case that changes the type of alt (false,
+    7, null) sends the valid alt text "false", "7", "null", which the app is right to accept.
+    Schemathesis 4.32.5 means to drop these itself but fails on the binary file part it keeps
+    and reports them. A missing, empty or too long alt, a missing file, an extra field are still
+    invalid as received, so accepting one still fails; every other failure is kept."""
+    if failure.code != "ST201" or case.media_type != "multipart/form-data":
+        return True
+    return not received_form_is_valid(case, response.request)
 
 
 @pytest.mark.slow
