@@ -1,12 +1,15 @@
 """Production-shaped: the Procfile's commands with Heroku's environment, then a SIGTERM."""
 
+import importlib
 import json
+import queue
 import re
 import signal
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -180,3 +183,30 @@ def test_the_status_page_warns_before_the_next_instance_would_not_fit():
     warning = scale_up_warning(three, shape)
     assert warning and "4 instances x 2 workers need up to 24 connections" in warning
     assert scale_up_warning(three, Fleet(3, 2, 2, 0, 0, pooler_pool=10)) is None
+
+
+@pytest.fixture
+def gunicorn_conf(monkeypatch):
+    """Return webapp/gunicorn_conf.py as gunicorn reads it (no .env), restoring the stop
+    signals' handlers its post_fork installs in this process."""
+    monkeypatch.setenv("PYTHON_DOTENV_DISABLED", "1")
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT,
+                                                             signal.SIGQUIT)}
+    yield importlib.import_module("webapp.gunicorn_conf")
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize(("queued", "stops"), [
+    ((signal.SIGCHLD, signal.SIGTERM), True), ((signal.SIGQUIT,), True),
+    ((signal.SIGCHLD, signal.SIGHUP), False)])
+def test_a_stop_signal_a_worker_got_before_its_own_handlers_still_stops_it(
+        gunicorn_conf, queued, stops):
+    """Between its fork and post_fork a worker runs the master's handlers, which put a signal
+    on the worker's copy of the master's queue: a SIGTERM there means the instance is
+    stopping, and the worker must not start a scheduler (it would run until the SIGKILL)."""
+    server, worker = SimpleNamespace(SIG_QUEUE=queue.SimpleQueue()), SimpleNamespace(alive=True)
+    for signum in queued:
+        server.SIG_QUEUE.put_nowait(signum)
+    gunicorn_conf.post_fork(server, worker)
+    assert worker.alive is not stops

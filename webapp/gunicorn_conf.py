@@ -4,6 +4,7 @@ Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfil
 """
 
 import os
+import queue
 import re
 import shutil
 import signal
@@ -131,8 +132,21 @@ def post_fork(server, worker):
     def stop_when_booted(signum, frame):
         worker.alive = False  # post_worker_init starts no scheduler; run() returns at once
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, stop_when_booted)
+    # One that came between the fork and the line above ran the master's handler, which put
+    # it on this process's copy of the master's queue (seen: a worker respawned as the
+    # instance was stopped became its candidate, and the stop waited 25 s for its SIGKILL).
+    while True:
+        try:
+            queued = server.SIG_QUEUE.get_nowait()
+        except queue.Empty:
+            break
+        if queued in STOP_SIGNALS:
+            worker.alive = False
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
 def post_worker_init(worker):
