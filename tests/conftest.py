@@ -46,6 +46,31 @@ def _reference_loop() -> float:
     return time.perf_counter() - started
 
 
+# The modules that take longest (each runs whole on one xdist worker: --dist loadfile), handed
+# out first so that none starts last and keeps the run waiting on one worker; fleets, browsers
+# and throwaway servers alternate so that the first minutes are not four fleets at once. The
+# rest follow, most tests first (xdist's own order, which put these one-test modules last).
+RUN_FIRST = ["test_failover", "test_csp_browser", "test_candidates", "test_editor_browser",
+             "test_cluster", "test_hostile_forms", "test_faults", "test_accessibility_browser",
+             "test_chaos", "test_every_page_on_a_phone", "test_partition", "test_api_contract",
+             "test_pooler_fleet", "test_authz_matrix"]
+
+
+def pytest_collection_modifyitems(items):
+    """Order the modules as RUN_FIRST says (make test runs xdist with --no-loadscope-reorder)."""
+    module = {item: item.module.__name__.rpartition(".")[2] for item in items}
+    counts: dict[str, int] = {}
+    for name in module.values():
+        counts[name] = counts.get(name, 0) + 1
+
+    def rank(item) -> tuple[int, int, str]:
+        name = module[item]
+        first = RUN_FIRST.index(name) if name in RUN_FIRST else len(RUN_FIRST)
+        return first, -counts[name], name
+
+    items.sort(key=rank)  # stable: each module keeps its own tests' order
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """Attach the tail of every gunicorn log a failed test left in its tmp_path."""
