@@ -80,9 +80,11 @@ def when_ready(server):
 # engines and lock session only (preload_app stays off: no app is made in the master).
 # Every module of webapp, and with them every library they use. None of it does anything
 # at import (DESIGN.md: no threads, no I/O); the metrics module makes its histograms, whose
-# values are files named after the process, on first use in each worker. On a 2-core
-# machine a worker boots in 0.16-0.19 s of CPU (0.42-0.48 with the libraries only imported
-# here, 1.0-1.2 with nothing) and the master in the same 1.1-1.3 s (bench/boot_cost.py).
+# values are files named after the process, on first use in each worker; Flask-Migrate and
+# webauthn are imported where they are used, not here. On a 2-core machine a worker boots
+# in 0.16-0.19 s of CPU (0.42-0.48 with the libraries only imported here, 1.0-1.2 with
+# nothing) and the master in the same 1.1-1.3 s; on a faster one, where the master took
+# 0.67-0.76 s with Flask-Migrate and webauthn, it takes 0.56-0.62 s (bench/boot_cost.py).
 # A SIGHUP reload therefore keeps the old code: deploys replace processes.
 def _import_code(metrics_dir: Path) -> None:
     import importlib
