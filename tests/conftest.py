@@ -4,6 +4,7 @@ flaskr-style app, client, runner and auth fixtures (the helpers live in tests/su
 import os
 import sqlite3
 import time
+from collections import Counter
 from contextlib import closing, contextmanager
 from pathlib import Path
 
@@ -59,9 +60,7 @@ RUN_FIRST = ["test_failover", "test_csp_browser", "test_candidates", "test_edito
 def pytest_collection_modifyitems(items):
     """Order the modules as RUN_FIRST says (make test runs xdist with --no-loadscope-reorder)."""
     module = {item: item.module.__name__.rpartition(".")[2] for item in items}
-    counts: dict[str, int] = {}
-    for name in module.values():
-        counts[name] = counts.get(name, 0) + 1
+    counts = Counter(module.values())
 
     def rank(item) -> tuple[int, int, str]:
         name = module[item]

@@ -151,3 +151,10 @@ def test_migration_and_passkey_libraries_are_imported_only_where_used():
                 continue
             offenders += [f"{name}: {t}" for t in targets if t.split(".")[0] in USED_RARELY]
     assert offenders == []
+
+
+def test_the_test_modules_run_first_exist():
+    from tests.conftest import RUN_FIRST
+
+    tests = Path(__file__).resolve().parent
+    assert [name for name in RUN_FIRST if not (tests / f"{name}.py").exists()] == []
