@@ -51,9 +51,9 @@ def _reference_loop() -> float:
 # out first so that none starts last and keeps the run waiting on one worker; fleets, browsers
 # and throwaway servers alternate so that the first minutes are not four fleets at once. The
 # rest follow, most tests first (xdist's own order, which put these one-test modules last).
-RUN_FIRST = ["test_failover", "test_csp_browser", "test_candidates", "test_editor_browser",
-             "test_cluster", "test_hostile_forms", "test_faults", "test_accessibility_browser",
-             "test_chaos", "test_every_page_on_a_phone", "test_partition", "test_api_contract",
+RUN_FIRST = ["test_failover", "test_every_page_browser", "test_candidates", "test_editor_browser",
+             "test_cluster", "test_hostile_forms", "test_faults", "test_chaos",
+             "test_every_page_on_a_phone", "test_partition", "test_api_contract",
              "test_pooler_fleet", "test_authz_matrix"]
 
 

@@ -36,6 +36,7 @@ from webapp.leadership.files import FileLockSession, read_holder
 
 pytestmark = pytest.mark.slow
 
+
 def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(launch, fleet_db):
     _url, view = fleet_db
     a, b = launch("a"), launch("b")
