@@ -79,16 +79,23 @@ def test_every_answer_has_a_schema_and_every_link_leads_to_an_operation():
 
 # Schemathesis against a live instance ------------------------------------------------------
 
-def _named_fields(case) -> set[str]:
-    """Return every name a refusal of case may blame: its parameters, body fields, the body."""
+def _body_schemas(case) -> dict[str, dict]:
+    """Return the schema of each media type case's operation takes a body in (JSON,
+    multipart), from the document: {media type: schema}."""
     doc = document()
     operation = doc["paths"][case.operation.path][case.method.lower()]
+    return {media: doc["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[1]]
+            for media, body in operation.get("requestBody", {}).get("content", {}).items()
+            if "schema" in body}
+
+
+def _named_fields(case) -> set[str]:
+    """Return every name a refusal of case may blame: its parameters, body fields, the body."""
+    operation = document()["paths"][case.operation.path][case.method.lower()]
     names = {"request_body"} | set(case.query or {})
     names |= {p["name"] for p in operation.get("parameters", [])}
-    for body in operation.get("requestBody", {}).get("content", {}).values():  # JSON, multipart
-        if "schema" in body:
-            ref = body["schema"]["$ref"].rsplit("/", 1)[1]
-            names |= set(doc["components"]["schemas"][ref]["properties"])
+    for body_schema in _body_schemas(case).values():
+        names |= set(body_schema["properties"])
     if isinstance(case.body, dict):
         names |= set(case.body)
     return names
@@ -190,10 +197,7 @@ def received_form_is_valid(case, request) -> bool:
     """Return whether the multipart request sent for case, parsed by Werkzeug as the app parses
     it, satisfies its body schema: each text field as the text that arrived, each file part as
     "" (a binary field counts only as a file part, not as text)."""
-    doc = document()
-    ref = doc["paths"][case.operation.path][case.method.lower()]["requestBody"]["content"][
-        case.media_type]["schema"]["$ref"]
-    body_schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    body_schema = _body_schemas(case)[case.media_type]
     binary = {name for name, field in body_schema["properties"].items()
               if field.get("format") == "binary"}
     body = request.body if isinstance(request.body, bytes) else request.body.encode()
