@@ -288,8 +288,19 @@ class LockView:
 # What the fleet tests read of a fleet through pg_locks and its tables -------------------------
 
 def fleet_ready(view: LockView, instances: int) -> bool:
-    """Both keys held and one lock session per instance (its candidate's) connected."""
-    return set(view.holders()) == KEYS and len(view.lock_sessions()) == instances
+    """Both keys held, each holder's term recorded, and one lock session per instance (its
+    candidate's) connected.
+
+    pg_locks shows a key the moment the poll takes it; its term is recorded a statement
+    later. A test that freezes a holder between the two froze a process that does not yet
+    know it leads that key: it can never say it lost it (CI run of 2026-12-02).
+    """
+    holders = view.holders()
+    if set(holders) != KEYS or len(view.lock_sessions()) != instances:
+        return False
+    recorded = dict(view.query("SELECT key, holder FROM leader_state "
+                               "WHERE holder_pid IS NOT NULL"))
+    return all(recorded.get(key) == name for key, name in holders.items())
 
 
 def term(view: LockView, key: int) -> int:
