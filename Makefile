@@ -39,7 +39,7 @@ run: install $(SECRET_FILE)
 system-deps:
 	@missing=""; \
 	test -x /usr/sbin/pgbouncer || missing="$$missing pgbouncer"; \
-	test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			echo "installing$$missing"; \

@@ -20,12 +20,18 @@ sys.path.insert(0, str(ROOT))
 from werkzeug.serving import make_server  # noqa: E402
 
 from tests.cluster import create_database, drop_database, holding  # noqa: E402
-from tests.support import PASSWORD, add_user, make_app, migrate, record_term  # noqa: E402
+from tests.support import (  # noqa: E402
+    CHROMIUM,
+    PASSWORD,
+    add_user,
+    make_app,
+    migrate,
+    record_term,
+)
 from webapp.extensions import db  # noqa: E402
 from webapp.leadership.keys import PLUGINS, PUBLISH  # noqa: E402
 from webapp.models import Deploy, LeaderEvent, Post  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 # hours ago, the deploy's version (None: a SIGKILL failover, no deploy), seconds leaderless
 CHANGES = [(-20, "3f9c2e1", 0.8), (-9, "7a41d0b", 6.5), (-5, None, 0.05), (-2, "c0ffee4", 1.2)]
 TERM = len(CHANGES) + 1  # the term web.1 leads now

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from tests.cluster import Instance, LockView, drop_database, migrated_database
 from tests.receiver import Receiver
 from tests.support import (
+    CHROMIUM,
     Api,
     AuthActions,
     Fleet,
@@ -226,7 +227,6 @@ def pg_view(pg_url):
     view.close()
 
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
@@ -236,7 +236,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def browser():
     """Return a real headless Chromium (Debian's package) driven by Playwright."""
     if not Path(CHROMIUM).exists():
-        message = ("Chromium is not installed: apt-get install -y chromium "
+        message = ("Chromium is not installed: apt-get install -y chromium-headless-shell "
                    "(make test does it as root)")
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI runs the browser tests: {message}")

@@ -14,7 +14,8 @@ critical violation fails the test, and so do duplicate landmarks and empty table
 (milder, but once reported), and any request of a page that answers 404. The status page is
 checked with leaders, standbys and history on it. The feed and the sitemap are XML, shown by
 Chromium's own viewer: not checked by axe. One visit serves both checks: a page load costs
-Chromium 100-130 ms of CPU, and the two sweeps made about 230 of them.
+the full browser 100-130 ms of CPU (less in the headless shell the tests run), and the two
+sweeps made about 230 of them.
 
 The pages are listed in tests/support.py (pages), shared with the phone test.
 """
