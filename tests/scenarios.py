@@ -8,6 +8,7 @@ afterwards: who leads, when a standby took over, which workers answered /readyz.
 import collections
 import contextlib
 import math
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -76,25 +77,29 @@ def process_states(host: GroupInstance) -> list[str]:
 
 def _aimed(instance: GroupInstance, pid: int, open_one: Callable[[], Aimable],
            what: str) -> Aimable:
-    """Open connections with open_one() until worker pid accepts one; close the others.
+    """Open a connection with open_one() that worker pid accepts.
 
-    The workers of an instance share its listening socket, and the kernel picks which one
-    accepts each connection: keep trying (the odds of 16 misses are 1 in 65,536 with two).
+    The workers of an instance share its listening socket, and whichever is first to call
+    accept() takes each connection: not a coin toss, a busy leader loses to an idle sibling
+    (16 tries in a row went to the sibling on a loaded machine). The siblings are stopped
+    (SIGSTOP, well under LEADER_STALE_SECONDS) until pid has the connection.
     """
-    spare = []
+    siblings = [p for p in instance.worker_pids() if p != pid]
+    for sibling in siblings:
+        os.kill(sibling, signal.SIGSTOP)
     try:
-        for _ in range(16):
-            opened = open_one()
-            served = wait_for(lambda o=opened: serving_pid(instance.worker_pids(),
-                                                           instance.port, o.local_port),
-                              5, f"a worker to accept the {what}", interval=0.01)
-            if served == pid:
-                return opened
-            spare.append(opened)
-        raise AssertionError(f"16 connections for the {what} and none reached worker {pid}")
-    finally:
-        for opened in spare:
+        opened = open_one()
+        try:
+            wait_for(lambda: serving_pid([pid], instance.port, opened.local_port) == pid, 5,
+                     f"worker {pid} to accept the {what}", interval=0.01)
+        except BaseException:
             opened.close()
+            raise
+        return opened
+    finally:
+        for sibling in siblings:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(sibling, signal.SIGCONT)
 
 
 def upload_to(fleet: FaultFleet, instance: GroupInstance, pid: int,
