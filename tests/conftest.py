@@ -50,12 +50,20 @@ def _reference_loop() -> float:
 
 # The modules that take longest (each runs whole on one xdist worker: --dist loadfile), handed
 # out first so that none starts last and keeps the run waiting on one worker; fleets, browsers
-# and throwaway servers alternate so that the first minutes are not four fleets at once. The
-# rest follow, most tests first (xdist's own order, which put these one-test modules last).
+# and throwaway servers alternate so that the first minutes are not four fleets at once.
+# Then the modules that mostly wait (on a fleet, a timeout, a poll): while they wait, the
+# other workers' tests use the CPU, and none of them is left at the end, when nothing else
+# runs beside it (the last 15 s of a run were a test waiting on an idle machine). The rest
+# follow, most tests first.
 RUN_FIRST = ["test_failover", "test_every_page_browser", "test_candidates", "test_editor_browser",
              "test_cluster", "test_hostile_forms", "test_faults", "test_chaos",
              "test_every_page_on_a_phone", "test_partition", "test_api_contract",
-             "test_pooler_fleet", "test_authz_matrix"]
+             "test_pooler_fleet", "test_authz_matrix",
+             "test_deploys", "test_webhook_senders", "test_ops_alerts_fleet", "test_freezes",
+             "test_status_browser", "test_calendar", "test_metrics_fleet", "test_hung_plugins",
+             "test_deploy", "test_scheduler_thread", "test_passkeys_browser",
+             "test_frozen_process", "test_site_browser", "test_keyboard_browser",
+             "test_media_fleet", "test_media_browser", "test_status_phone"]
 
 
 def pytest_collection_modifyitems(items):
