@@ -9,13 +9,17 @@ SECRET_FILE := instance/secret_key
 
 # uv installs what pip would, from the same PyPI, in half the time (10 s against 21 s on a
 # 2-core machine, bytecode compiled as pip does: every process of the suite imports it);
-# pip stays the way in wherever uv cannot be had
+# pip stays the way in wherever uv cannot be had. The venv gets no pip of its own when the
+# system's pip can put uv in it (`pip --python`): 1.6 s against 4 s for ensurepip and then uv.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q uv || echo "uv unavailable: installing with pip"
+	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
+	test -x $(BIN)/uv || $(PYTHON) -m pip --python $(BIN)/python install -q uv 2>/dev/null \
+		|| { $(BIN)/python -m ensurepip >/dev/null && $(BIN)/python -m pip install -q uv; } \
+		|| echo "uv unavailable: installing with pip"
 	if [ -x $(BIN)/uv ]; then \
 		$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[dev]'; \
 	else \
+		{ $(BIN)/python -m pip --version >/dev/null 2>&1 || $(BIN)/python -m ensurepip >/dev/null; } && \
 		$(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q -e '.[dev]'; \
 	fi
 	rm -f $(VENV)/.installed-*
