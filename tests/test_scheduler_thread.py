@@ -231,6 +231,7 @@ def test_a_thawed_leader_whose_connection_its_evictor_ends_mid_write_still_recor
         with tick_app.app_context():
             rows = db.session.execute(sa.select(LeaderEvent.kind, LeaderEvent.term).where(
                 LeaderEvent.holder == "soloist:thawed:1")).all()
+            db.session.remove()  # its connection back first: dispose closes the checked-in
             db.engine.dispose()
         assert rows == [("lost", 7)] and running.leadership.pending == []
     finally:
