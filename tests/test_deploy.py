@@ -190,9 +190,9 @@ def gunicorn_conf(monkeypatch):
     """Return webapp/gunicorn_conf.py as gunicorn reads it (no .env), restoring the stop
     signals' handlers its post_fork installs in this process."""
     monkeypatch.setenv("PYTHON_DOTENV_DISABLED", "1")
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT,
-                                                             signal.SIGQUIT)}
-    yield importlib.import_module("webapp.gunicorn_conf")
+    conf = importlib.import_module("webapp.gunicorn_conf")
+    saved = {signum: signal.getsignal(signum) for signum in conf.STOP_SIGNALS}
+    yield conf
     for signum, handler in saved.items():
         signal.signal(signum, handler)
 

@@ -123,6 +123,9 @@ def on_exit(server):
     shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+
+
 def post_fork(server, worker):
     """Keep a SIGTERM that reaches a worker still booting, before gunicorn's own handlers.
 
@@ -146,9 +149,6 @@ def post_fork(server, worker):
             break
         if queued in STOP_SIGNALS:
             worker.alive = False
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
 def post_worker_init(worker):
