@@ -167,14 +167,23 @@ class Instance:
         self.log_path = (log_dir or Path("/tmp")) / f"soloist-{name}-{self.port}.log"
         self.proc: subprocess.Popen | None = None
 
+    wrapper: tuple[str, ...] = ()  # a command gunicorn runs under
+
     def start(self) -> "Instance":
         """Start gunicorn the way the Procfile does."""
         self.log = open(self.log_path, "w")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", "webapp/gunicorn_conf.py", "webapp:create_app()"],
+            [*self.wrapper, str(BIN / "gunicorn"), "-c", "webapp/gunicorn_conf.py",
+             "webapp:create_app()"],
             cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         return self
+
+    def master_pid(self) -> int | None:
+        """Return the gunicorn master's pid, as this host sees it (None once it is gone)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        return self.proc.pid
 
     @property
     def url(self) -> str:
@@ -183,22 +192,22 @@ class Instance:
 
     def worker_pids(self) -> list[int]:
         """Return the pids of the master's live worker processes."""
-        if self.proc is None or self.proc.poll() is not None:
-            return []
-        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        try:
-            return [int(p) for p in path.read_text().split()]
-        except FileNotFoundError:
-            return []
+        master = self.master_pid()
+        return [] if master is None else children(master)
 
     def owns(self, application_name: str | None) -> bool:
         """Return whether a lock session's application_name belongs to this instance."""
-        return bool(application_name) and application_name.startswith(f"soloist:{self.name}:")
+        from webapp.db import short_instance
+
+        return bool(application_name) and application_name.startswith(
+            f"soloist:{short_instance(self.name)}:")
 
     def signal(self, sig: int) -> None:
         """Send sig to the master."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
+        master = self.master_pid()
+        if master is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(master, sig)
 
     def stop(self, timeout: float = 30) -> int | None:
         """SIGTERM the master and wait for it; SIGKILL the group if it hangs."""
@@ -207,7 +216,7 @@ class Instance:
         if self.proc.poll() is None:
             for pid in self.worker_pids():
                 _continue(pid)
-            self.proc.send_signal(signal.SIGTERM)
+            self.signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -221,6 +230,29 @@ class Instance:
     def read_log(self) -> str:
         """Return everything the instance printed."""
         return self.log_path.read_text()
+
+
+class Container(Instance):
+    """An instance in a PID namespace of its own, as a container runs it: its gunicorn
+    master is pid 1 there, its workers 2, 3 …, whatever the host calls them."""
+
+    # --kill-child: the namespace ends with its unshare (a SIGKILL in stop ends it all)
+    wrapper = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
+
+    def master_pid(self) -> int | None:
+        """Return the host's pid of the namespace's pid 1 (unshare's one child)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        found = children(self.proc.pid)
+        return found[0] if found else None
+
+
+def children(pid: int) -> list[int]:
+    """Return the pids of a process's live children."""
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        return []
 
 
 def _continue(pid: int) -> None:

@@ -1,12 +1,14 @@
 """The advisory-lock primitive against real PostgreSQL sessions and real file locks."""
 
 import logging
+import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.cluster import ROOT, wait_for
+from webapp.db import boot_id, parse_identity_parts, renew_nonce, short_instance
 from webapp.extensions import db
 from webapp.leadership import (
     PG_TOKEN,
@@ -15,7 +17,7 @@ from webapp.leadership import (
     try_acquire_leader,
     with_scheduler_leader_lock,
 )
-from webapp.leadership.base import identity, parse_identity
+from webapp.leadership.base import identity, parse_identity, process_of
 from webapp.leadership.files import FileLockSession, read_holder
 from webapp.leadership.keys import PLUGINS, PUBLISH, derive_key
 from webapp.leadership.pg import PgLockSession
@@ -101,10 +103,45 @@ def test_lock_connection_carries_identity_and_keepalives(sessions):
     assert locks.conn.autocommit
 
 
-def test_identity_keeps_the_pid_and_nonce_when_the_instance_name_is_long():
-    name = identity("x" * 100, pid=424242, role="site")
+def test_identity_keeps_the_pid_boot_id_and_nonce_when_the_instance_name_is_long():
+    name = identity("x" * 100, pid=4194304, role="plugin")
     assert len(name) <= 63
-    assert parse_identity(name.replace("soloist-site", "soloist")) == ("x" * 32, 424242)
+    instance, pid = parse_identity(name.replace("soloist-plugin", "soloist"))
+    assert pid == 4194304 and instance.startswith("xxxxxxxxxx~") and len(instance) <= 24
+
+
+def test_two_pods_whose_names_share_their_first_40_characters_are_two_instances():
+    a = short_instance("my-company-soloist-production-web-7d9f8c6b5d-x2k4p")
+    b = short_instance("my-company-soloist-production-web-7d9f8c6b5d-q8r2m")
+    assert a != b
+    assert a.startswith("my-company~") and "x2k4p" in a and len(a) <= 24
+    assert short_instance("web.1") == "web.1"  # a name that fits is kept as it is
+    assert ":" not in short_instance("odd:name") and short_instance("é").isascii()
+
+
+def test_a_process_is_known_by_its_boot_id_not_its_pid():
+    mine = parse_identity_parts(identity("pod", role="sched"))
+    assert mine.boot == boot_id() and mine.role == "sched" and mine.instance == "pod"
+    # another container's worker: the same instance name and pid, another process
+    other = identity("pod", pid=os.getpid(), boot="otherboo", nonce="abcdef")
+    assert process_of(other) == "otherboo" != boot_id()
+    # a name from before boot ids names no process
+    assert process_of("soloist:web.1:11:abcdefgh") == ""
+
+
+def test_a_forked_child_takes_its_own_boot_id_and_keeps_it():
+    parent = boot_id()
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        renew_nonce()  # a lock session coming back renews the nonce, never the boot id
+        os.write(write, f"{boot_id()} {boot_id()}".encode())
+        os._exit(0)
+    os.close(write)
+    first, again = os.read(read, 100).decode().split()
+    os.close(read)
+    os.waitpid(child, 0)
+    assert first == again and first != parent and boot_id() == parent
 
 
 def test_try_acquire_and_release_through_the_seed_api(app, pg_view):

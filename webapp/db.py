@@ -5,12 +5,14 @@ decided here, once; the rest of the app asks these functions instead of
 looking at the dialect itself.
 """
 
+import hashlib
 import os
 import re
 import secrets
 import string
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,30 +28,68 @@ from .extensions import db
 
 _DIALECT = PGDialect_psycopg()
 
-MAX_INSTANCE = 32  # characters of the instance name kept in an application_name (63 at most)
+MAX_INSTANCE = 24  # characters of the instance name in an application_name (63 in all)
+BOOT_LETTERS = 8  # a process's boot id: 26**8 names, never renewed
+NONCE_LETTERS = 6  # a lock session's nonce: renewed whenever the session comes back
 WAKE_CHANNEL = "soloist_wake"  # payload: the name of the key whose leader should look now
 HANDOVER_CHANNEL = "soloist_handover"  # payload: a key that was just released
 POOLED_ROLES = ("web", "site", "plugin")  # through DATABASE_CONNECTION_POOL_URL when it is set
 
 
+def short_instance(instance: str) -> str:
+    """Return the instance name as application_names carry it: readable, unique, ASCII.
+
+    A name that fits is kept. A longer one (a Kubernetes pod's, past 40 characters, whose
+    pods differ only at the end) keeps its head and its tail around a short hash of the
+    whole, never a cut that makes two pods one name. Characters PostgreSQL would not keep
+    (non-ASCII) or that separate the parts (:) become _.
+    """
+    safe = "".join(c if " " <= c <= "~" and c != ":" else "_" for c in instance)
+    if safe == instance and len(safe) <= MAX_INSTANCE:
+        return safe
+    digest = hashlib.sha256(instance.encode()).hexdigest()[:4]
+    if len(safe) <= MAX_INSTANCE - 5:
+        return f"{safe}~{digest}"
+    return f"{safe[:10]}~{safe[-8:]}~{digest}"
+
+
 def identity(instance: str, pid: int | None = None, role: str = "",
-             nonce: str | None = None) -> str:
+             nonce: str | None = None, boot: str | None = None) -> str:
     """Return the application_name of one of this process's connections.
 
-    The lock session is soloist:<instance>:<pid>:<nonce>; the process's other connections
-    are soloist-<role>:<instance>:<pid>:<nonce>. The nonce is random, taken anew whenever
-    the process's lock session comes back after it was lost, so an eviction aimed at a
-    stale session ends exactly that session's connections, wherever they come from (a
-    pooler, a unix socket), and none the healthy process opened since.
+    The lock session is soloist:<instance>:<pid>:<boot>:<nonce>; the process's other
+    connections are soloist-<role>:<instance>:<pid>:<boot>:<nonce>. The boot id is random,
+    taken when the process starts and never renewed: it, not (instance, pid), tells one
+    process from another (every container's gunicorn master is pid 1, its workers 7, 8 …,
+    and a platform's instance name survives a restart). The nonce is random too, taken
+    anew whenever the process's lock session comes back after it was lost, so an eviction
+    aimed at a stale session ends exactly that session's connections, wherever they come
+    from (a pooler, a unix socket), and none the healthy process opened since.
     """
     pid = os.getpid() if pid is None else pid
     prefix = f"soloist-{role}" if role else "soloist"
-    return f"{prefix}:{instance[:MAX_INSTANCE]}:{pid}:{current_nonce() if nonce is None else nonce}"
+    boot = boot_id() if boot is None else boot
+    nonce = current_nonce() if nonce is None else nonce
+    return f"{prefix}:{short_instance(instance)}:{pid}:{boot}:{nonce}"
 
 
-def parse_identity_role(application_name: str) -> tuple[str, str] | None:
-    """Return (role, instance) of a soloist[-role]:<instance>:<pid>[:<nonce>] name: role
-    "lock" for the lock session; None for a connection that is not soloist's."""
+@dataclass(frozen=True)
+class Identity:
+    """One connection's application_name, read back: whose process and which session."""
+
+    role: str  # "lock" for the lock session, else the connection's role ("web", "sched" …)
+    instance: str
+    pid: int
+    boot: str  # "" for a name written before boot ids (then the process is unknown)
+    nonce: str
+
+
+def parse_identity_parts(application_name: str) -> Identity | None:
+    """Read soloist[-role]:<instance>:<pid>[:<boot>][:<nonce>] back; None if not soloist's.
+
+    The boot id and the nonce are lowercase letters, so a last part of digits is the pid
+    of an older name without them.
+    """
     prefix, _, rest = application_name.partition(":")
     if prefix == "soloist":
         role = "lock"
@@ -58,14 +98,40 @@ def parse_identity_role(application_name: str) -> tuple[str, str] | None:
     else:
         return None
     parts = rest.split(":")
-    if parts and parts[-1].isascii() and parts[-1].isalpha():
-        parts = parts[:-1]  # the nonce
-    if len(parts) < 2 or not parts[-1].isdigit():
+    letters = []
+    while parts and len(letters) < 2 and _letters(parts[-1]):
+        letters.insert(0, parts.pop())
+    if len(parts) < 2 or not (parts[-1].isascii() and parts[-1].isdigit()):
         return None
-    return role, ":".join(parts[:-1])
+    boot, nonce = (letters[0], letters[1]) if len(letters) == 2 else ("", "".join(letters))
+    return Identity(role, ":".join(parts[:-1]), int(parts[-1]), boot, nonce)
 
 
+def _letters(part: str) -> bool:
+    return part.isascii() and part.isalpha() and part.islower()
+
+
+def parse_identity_role(application_name: str) -> tuple[str, str] | None:
+    """Return (role, instance) of a soloist[-role]:<instance>:<pid>[:<boot>:<nonce>] name:
+    role "lock" for the lock session; None for a connection that is not soloist's."""
+    found = parse_identity_parts(application_name)
+    return None if found is None else (found.role, found.instance)
+
+
+def _random_letters(count: int) -> str:
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(count))
+
+
+_boot: tuple[int, str] = (0, "")
 _nonce: tuple[int, str] = (0, "")
+
+
+def boot_id() -> str:
+    """Return this process's boot id, taken at its start (a forked child takes its own)."""
+    global _boot
+    if _boot[0] != os.getpid():
+        _boot = (os.getpid(), _random_letters(BOOT_LETTERS))
+    return _boot[1]
 
 
 def current_nonce() -> str:
@@ -81,8 +147,18 @@ def renew_nonce() -> str:
     Lowercase letters only, so it never reads as a pid.
     """
     global _nonce
-    _nonce = (os.getpid(), "".join(secrets.choice(string.ascii_lowercase) for _ in range(8)))
+    _nonce = (os.getpid(), _random_letters(NONCE_LETTERS))
     return _nonce[1]
+
+
+def _forked() -> None:
+    """Forget the parent's boot id and nonce in a forked child (pids may repeat elsewhere,
+    but never between a parent and its child)."""
+    global _boot, _nonce
+    _boot, _nonce = (0, ""), (0, "")
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def keepalive_seconds(config: Mapping) -> dict[str, int]:

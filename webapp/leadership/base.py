@@ -11,11 +11,11 @@ from datetime import datetime
 
 import psycopg
 
-from ..db import identity
+from ..db import identity, parse_identity_parts
 
 __all__ = ["ENDED_DETAIL", "LOCK_ERRORS", "PG_TOKEN", "SQLITE_TOKEN", "BaseLockSession",
            "LockSession", "LockUnavailable", "OpsError", "PollRow", "identity", "is_stale",
-           "parse_identity"]
+           "parse_identity", "process_of"]
 
 
 ENDED_DETAIL = ("its lock session ended without releasing the key (killed, cut off or timed "
@@ -99,17 +99,18 @@ class BaseLockSession:
 
 
 def parse_identity(application_name: str) -> tuple[str, int | None]:
-    """Split soloist:<instance>:<pid>[:<nonce>] into instance and pid ("", None if not ours).
-
-    The nonce is letters only, so a last part of digits is the pid of a name without one.
-    """
-    prefix, _, rest = application_name.partition(":")
-    instance, _, pid = rest.rpartition(":")
-    if pid.isascii() and pid.isalpha() and pid.islower():
-        instance, _, pid = instance.rpartition(":")
-    if prefix != "soloist" or not instance or not (pid.isascii() and pid.isdigit()):
+    """Split soloist:<instance>:<pid>[:<boot>:<nonce>] into instance and pid ("", None if
+    not ours): for display; a process is told from another by its boot id (process_of)."""
+    found = parse_identity_parts(application_name)
+    if found is None or found.role != "lock":
         return "", None
-    return instance, int(pid)
+    return found.instance, found.pid
+
+
+def process_of(application_name: str) -> str:
+    """Return the boot id of the process an application_name belongs to ("" if unknown)."""
+    found = parse_identity_parts(application_name)
+    return "" if found is None else found.boot
 
 
 def is_stale(heartbeat_age: float | None, stale_seconds: float) -> bool:

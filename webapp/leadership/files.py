@@ -7,6 +7,7 @@ connection goes. Each lock file records its holder for the leader page.
 
 import contextlib
 import fcntl
+import glob
 import json
 import os
 import sqlite3
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..db import sqlite_path
+from ..db import boot_id, sqlite_path
 from ..extensions import db
 from .base import ENDED_DETAIL, SQLITE_TOKEN, BaseLockSession, LockSession, OpsError, PollRow
 
@@ -65,6 +66,7 @@ class FileLockSession(BaseLockSession):
         super().__init__(instance)
         self.db_file = sqlite_path(url)
         self.fds: dict[int, int] = {}
+        self.boot_fd: int | None = None  # this process's boot file, held while it may lead
 
     @property
     def connected(self) -> bool:
@@ -84,6 +86,8 @@ class FileLockSession(BaseLockSession):
         if key in self.fds:
             self.counts[key] += 1
             return True
+        if self.boot_fd is None:  # before it can claim anything: its claims' holder lives
+            self.boot_fd = hold_boot_file(self.db_file)
         fd = os.open(lock_file(self.db_file, key), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -248,9 +252,13 @@ class FileView:
             session.keys.append(key)
         return list(by_name.values())
 
-    def process_alive(self, _instance: str, pid: int) -> bool:
-        """Return whether process pid still runs (one host: the kernel knows)."""
-        return pid_alive(pid)
+    def process_alive(self, boot: str) -> bool:
+        """Return whether the process with boot id boot still runs on this host.
+
+        One host: a live process of this database stamps a file named for its boot id
+        (held with a flock for its life), and the kernel drops the flock when it exits.
+        """
+        return bool(boot) and boot_alive(self._db_file(), boot)
 
     def holder_of(self, key: int) -> str | None:
         """Return the application_name recorded in key's lock file while it is held."""
@@ -263,6 +271,38 @@ class FileView:
 
 
 VIEW = FileView()
+
+
+def boot_file(db_file: Path, boot: str) -> Path:
+    """Return the file a live process with boot id boot holds a flock on, beside the database."""
+    return db_file.with_name(f"{db_file.name}.proc-{boot}")
+
+
+def hold_boot_file(db_file: Path) -> int:
+    """Hold this process's boot file for its life (the kernel lets go when it exits); clear
+    the files of processes that have exited. Return the descriptor, to keep open."""
+    for other in db_file.parent.glob(f"{glob.escape(db_file.name)}.proc-*"):
+        boot_alive(db_file, other.name.rpartition("-")[2])  # removes a dead one's file
+    fd = os.open(boot_file(db_file, boot_id()), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # shared: a reader's test lock must fail, not wait
+    return fd
+
+
+def boot_alive(db_file: Path, boot: str) -> bool:
+    """Return whether the process with boot id boot still holds its boot file."""
+    path = boot_file(db_file, boot)
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    path.unlink(missing_ok=True)  # nobody holds it: that process is gone
+    return False
 
 
 def pid_alive(pid: int) -> bool:

@@ -318,9 +318,9 @@ class PgView:
         """Return the application_name of the lock session holding key now, if any."""
         return db.session.scalar(HOLDER_SQL, {"key": key})
 
-    def process_alive(self, instance: str, pid: int) -> bool:
-        """Return whether the process instance:pid has any connection to this database."""
-        return bool(db.session.scalar(PROCESS_SQL, {"prefix": f"{instance}:{pid}:"}))
+    def process_alive(self, boot: str) -> bool:
+        """Return whether the process with boot id boot has any connection to this database."""
+        return bool(boot) and bool(db.session.scalar(PROCESS_SQL, {"boot": boot}))
 
     def evict(self, key: int, expected: str, detail: str, ours: list[int]) -> str | None:
         """End the lock session named expected if it holds key; return its name, or None."""

@@ -172,13 +172,12 @@ SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.p
 WHERE {ADVISORY} AND {KEY_SQL} = :key
 """)
 
-# Any connection of one process (soloist[-role]:<instance>:<pid>:<nonce>, :prefix is
-# "<instance>:<pid>:"), whatever its nonce: the process is alive and reaches the database.
+# Any connection of one process (soloist[-role]:<instance>:<pid>:<boot>:<nonce>), whatever
+# its nonce: the process whose boot id is :boot is alive and reaches the database.
 PROCESS_SQL = sa.text("""
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity
                WHERE datname = current_database() AND application_name LIKE 'soloist%'
-                 AND left(substr(application_name, strpos(application_name, ':') + 1),
-                          length(:prefix)) = :prefix)
+                 AND split_part(application_name, ':', -2) = :boot)
 """)
 
 # The holder the admin confirmed, by name; the standbys are woken at once.

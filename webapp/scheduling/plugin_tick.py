@@ -17,7 +17,6 @@ never drifts the schedule.
 """
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -26,10 +25,10 @@ from functools import partial
 import sqlalchemy as sa
 from flask import current_app
 
-from ..db import MAX_INSTANCE, for_update_skip_locked, insert_ignoring_conflicts
+from ..db import boot_id, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership import current_view
-from ..leadership.base import parse_identity
+from ..leadership.base import process_of
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
 from ..ops import alerts
@@ -174,13 +173,17 @@ def settle_orphans(now: datetime, lead: Lead) -> int:
 
 
 def _claimer_alive(holder: str, key: str) -> bool:
-    """Return whether the process that claimed a run may still be running it."""
-    instance, pid = parse_identity(holder)
-    if pid is None:
+    """Return whether the process that claimed a run may still be running it.
+
+    Known by its boot id, never by (instance, pid): containers repeat pids, and a
+    platform's instance name outlives a restart.
+    """
+    boot = process_of(holder)
+    if not boot:
         return False
-    if pid == os.getpid() and instance == current_app.config["INSTANCE_NAME"][:MAX_INSTANCE]:
+    if boot == boot_id():
         return workers.busy(key)  # this process: is its thread alive?
-    return current_view().process_alive(instance, pid)
+    return current_view().process_alive(boot)
 
 
 def _in_flight(timer_id: int) -> bool:
