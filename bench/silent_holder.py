@@ -7,7 +7,9 @@ database; one gunicorn instance x WORKERS workers starts with LEADER_STALE_SECON
 from that statement until the instance holds the publish key (pg_locks, polled every
 10 ms; and on the database clock, from the session's state_change to the instance's
 "acquired" event), and the alerts written (ops.leader_evicted and ops.no_leader rows).
-Repeated --trials times, a fresh instance each.
+Repeated --trials times, a fresh instance each. Then the cost of the follower's poll
+statement (both keys held by another session), now and as it was before it judged
+holders by their sessions (d6bc362: the heartbeat by key alone), 500 of each, alternated.
 
     .venv/bin/python bench/silent_holder.py [--trials 5] [--stale 2] [--workers 2]
 """
@@ -19,6 +21,7 @@ import psycopg
 from common import PLUGINS_KEY, PUBLISH_KEY, Bench, log, report, run_main, table, wait_for
 
 from tests.cluster import Instance
+from webapp.leadership.pg_sql import POLL_SQL
 
 STATE_CHANGE_SQL = ("SELECT extract(epoch FROM state_change)::float8 FROM pg_stat_activity "
                     "WHERE pid = %s")
@@ -27,6 +30,30 @@ ACQUIRED_SQL = ("SELECT extract(epoch FROM max(at))::float8 FROM leader_events "
 ALERTS_SQL = ("SELECT count(*) FILTER (WHERE topic = 'ops.leader_evicted' "
               "AND payload->>'holder' = %s), count(*) FILTER (WHERE topic = 'ops.no_leader') "
               "FROM outbox_events")
+
+
+# the poll before d6bc362's successor: a NULL heartbeat read as "fresh"
+POLL_BEFORE_SQL = """
+SELECT k.key, pg_try_advisory_lock(k.key),
+       extract(epoch FROM now() - s.heartbeat_at)::float8, coalesce(s.term, 0)
+FROM unnest(%s::bigint[]) AS k(key) LEFT JOIN leader_state s ON s.key = k.key
+"""
+
+
+def poll_cost(url: str, rounds: int = 500) -> dict[str, float]:
+    """Return the mean seconds of one poll statement, now and before, in the same run."""
+    keys = [PUBLISH_KEY, PLUGINS_KEY]
+    spent = {"before": 0.0, "now": 0.0}
+    with psycopg.connect(url, autocommit=True, application_name="soloist:held:1:costxx") as held, \
+            psycopg.connect(url, autocommit=True) as poller:
+        held.execute("SELECT pg_advisory_lock(%s), pg_advisory_lock(%s)", keys)
+        for n in range(2 * rounds + 100):
+            name = "now" if n % 2 else "before"
+            started = time.perf_counter()
+            poller.execute(POLL_SQL if name == "now" else POLL_BEFORE_SQL, (keys,)).fetchall()
+            if n >= 100:  # warmed up
+                spent[name] += time.perf_counter() - started
+    return {name: total / rounds for name, total in spent.items()}
 
 
 def loop_seconds() -> float:
@@ -78,6 +105,7 @@ def main() -> None:
         for n in range(args.trials):
             log(f"trial {n + 1} of {args.trials}")
             rows.append(one_trial(bench, n, args.stale, args.workers))
+        cost = poll_cost(bench.url)
     loop = loop_seconds()
     taken = [r[0] for r in rows]
     by_db = [r[1] for r in rows]
@@ -93,8 +121,14 @@ def main() -> None:
         ["alerts per trial (ops.leader_evicted, ops.no_leader)",
          ", ".join(f"({e}, {n})" for e, n in alerts), "", "(1, 0)"],
     ])
+    polls = table(["poll statement", "before (heartbeat by key)", "now (the one rule)",
+                   "ratio"],
+                  [["mean of 500, both keys held by another session",
+                    f"{cost['before'] * 1000:.2f} ms", f"{cost['now'] * 1000:.2f} ms",
+                    f"{cost['now'] / cost['before']:.1f}×"]])
     report("Silent holder", [(f"{args.trials} trials, 1 instance x {args.workers} workers, "
-                              f"`LEADER_STALE_SECONDS` {args.stale:g}", body)],
+                              f"`LEADER_STALE_SECONDS` {args.stale:g}", body),
+                             ("The follower's poll", polls)],
            [f"machine speed: 1,000,000 Python additions in {loop * 1000:.0f} ms"])
 
 

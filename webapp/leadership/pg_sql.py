@@ -26,26 +26,27 @@ RECORDED_SQL = "coalesce(s.holder_pid = a.pid, false)"
 LAST_SIGN_SQL = (f"CASE WHEN {RECORDED_SQL} THEN s.heartbeat_at "
                  "ELSE greatest(a.state_change, a.query_start, a.backend_start) END")
 
-# The holder of a key: its lock row joined with its session and the key's term.
-HOLDER_FROM_SQL = f"""pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+# The holders of keys: each lock row with its session (pg_stat_activity's own function,
+# for that one backend: a fraction of the view's cost) and its key's term.
+HOLDER_FROM_SQL = f"""pg_locks l CROSS JOIN LATERAL pg_stat_get_activity(l.pid) a
 LEFT JOIN leader_state s ON s.key = {KEY_SQL}
 WHERE {ADVISORY}"""
 
 # Try every key; for each key another session holds, that holder's age by the rule above
 # (the longest silent, should a key ever be held by more than one) and whether it is the
-# age of a recorded heartbeat. The keys are tried first (MATERIALIZED), then pg_locks read.
+# age of a recorded heartbeat. One scan of pg_locks for all the keys not taken.
 POLL_SQL = f"""
 WITH tried AS MATERIALIZED (
   SELECT k.key, pg_try_advisory_lock(k.key) AS got FROM unnest(%s::bigint[]) AS k(key)
+), held AS MATERIALIZED (
+  SELECT DISTINCT ON ({KEY_SQL}) {KEY_SQL} AS key, {LAST_SIGN_SQL} AS sign,
+         {RECORDED_SQL} AS recorded
+  FROM {HOLDER_FROM_SQL} AND {KEY_SQL} IN (SELECT key FROM tried WHERE NOT got)
+  ORDER BY {KEY_SQL}, {LAST_SIGN_SQL}
 )
-SELECT t.key, t.got, h.age, coalesce(st.term, 0), coalesce(h.recorded, false)
-FROM tried t
-LEFT JOIN leader_state st ON st.key = t.key
-LEFT JOIN LATERAL (
-  SELECT extract(epoch FROM now() - {LAST_SIGN_SQL})::float8 AS age, {RECORDED_SQL} AS recorded
-  FROM {HOLDER_FROM_SQL} AND {KEY_SQL} = t.key AND l.pid <> pg_backend_pid()
-  ORDER BY {LAST_SIGN_SQL} LIMIT 1
-) h ON NOT t.got
+SELECT t.key, t.got, extract(epoch FROM now() - h.sign)::float8, coalesce(st.term, 0),
+       coalesce(h.recorded, false)
+FROM tried t LEFT JOIN leader_state st ON st.key = t.key LEFT JOIN held h ON h.key = t.key
 """
 
 # Wait in the server's lock queue, at most %s (lock_timeout, set for this statement only: the
