@@ -15,7 +15,7 @@ from ..db import identity, parse_identity_parts
 
 __all__ = ["ENDED_DETAIL", "LOCK_ERRORS", "PG_TOKEN", "SQLITE_TOKEN", "BaseLockSession",
            "LockSession", "LockUnavailable", "OpsError", "PollRow", "identity", "is_stale",
-           "parse_identity", "process_of"]
+           "parse_identity", "process_of", "silence"]
 
 
 ENDED_DETAIL = ("its lock session ended without releasing the key (killed, cut off or timed "
@@ -52,8 +52,9 @@ class PollRow:
 
     key: int
     acquired: bool
-    heartbeat_age: float | None
+    heartbeat_age: float | None  # its holder's age by the one rule (None: nobody holds it)
     term: int = 0
+    recorded: bool = True  # the age is its term's heartbeat, not its lock session's activity
 
 
 @dataclass
@@ -114,5 +115,18 @@ def process_of(application_name: str) -> str:
 
 
 def is_stale(heartbeat_age: float | None, stale_seconds: float) -> bool:
-    """Return whether a holder's heartbeat is old enough to evict it (the one rule)."""
-    return heartbeat_age is not None and heartbeat_age > stale_seconds
+    """Return whether a holder is silent long enough to evict it; an unknown age is stale.
+
+    A holder's age is never taken for fresh because it is unknown: a key held by a session
+    that recorded no heartbeat would otherwise have no judge.
+    """
+    return heartbeat_age is None or heartbeat_age > stale_seconds
+
+
+def silence(age: float | None, recorded: bool = True) -> str:
+    """Say how long a holder has been silent, in the words of the status page."""
+    if age is None:
+        return "no sign of life known"
+    if recorded:
+        return f"heartbeat {age:.1f} s old"
+    return f"no heartbeat recorded; its session last did something {age:.1f} s ago"

@@ -29,7 +29,8 @@ def table(snap: Snapshot) -> str:
         h = k.holder
         age = "-"
         if h and h.heartbeat_age_s is not None:
-            age = f"{h.heartbeat_age_s:.1f}s ago" + (" STALE" if h.stale else "")
+            age = ("" if h.recorded else "none; session idle ") + (
+                f"{h.heartbeat_age_s:.1f}s ago" + (" STALE" if h.stale else ""))
         rows.append([
             k.key.name, k.key.hex, str(k.key.value),
             h.session.application_name if h else "(nobody)",

@@ -2,8 +2,10 @@
 
 A follower tries every key it does not hold in one statement per poll. A leader
 keeps its keys across ticks and re-verifies them (and stamps its heartbeat)
-before each unit of work. A follower that finds a holder's heartbeat stale
-terminates the holder's lock session and takes over.
+before each unit of work. A follower that finds a holder stale (its heartbeat, or
+what its lock session last did when it recorded none: pg_sql.LAST_SIGN_SQL)
+terminates the holder's lock session and takes over; one that survives is tried
+again at the next poll.
 """
 
 import logging
@@ -11,7 +13,7 @@ import random
 import time
 from datetime import datetime, timedelta
 
-from .base import LOCK_ERRORS, PollRow, is_stale
+from .base import LOCK_ERRORS, PollRow, is_stale, silence
 from .pg import TransactionPoolerError
 
 log = logging.getLogger("soloist.leadership")
@@ -115,7 +117,7 @@ class Leadership:
             self.unled.pop(row.key, None)
             if row.acquired:
                 won.append(self._won(row.key))
-            elif self._is_stale(row.heartbeat_age) and self._evict(row.key, row.heartbeat_age):
+            elif self._is_stale(row.heartbeat_age) and self._evict(row):
                 evicted = True
                 if self.locks.try_lock(row.key):
                     won.append(self._won(row.key))
@@ -146,13 +148,17 @@ class Leadership:
         log.info("now leading key %#x (term %d) as %s", key, self.held[key], self.locks.name)
         return key
 
-    def _evict(self, key: int, age: float) -> bool:
-        """End the lock session of key's stale holder; return whether one was ended."""
-        detail = f"heartbeat {age:.1f} s old; evicted by {self.locks.name}"
-        evicted = self.locks.evict_stale(key, self.stale_seconds, self.keys, detail)
+    def _evict(self, row: PollRow) -> bool:
+        """End the lock session of a stale holder; return whether one was ended.
+
+        One that was not (its session outlived the termination) stays in unled: the next
+        poll judges it again, and the watch reports the key if it stays unled.
+        """
+        detail = f"{silence(row.heartbeat_age, row.recorded)}; evicted by {self.locks.name}"
+        evicted = self.locks.evict_stale(row.key, self.stale_seconds, self.keys, detail)
         if evicted is None:
             return False
-        log.warning("evicted frozen leader %s of key %#x: %s", evicted[0], key, detail)
+        log.warning("evicted frozen leader %s of key %#x: %s", evicted[0], row.key, detail)
         return True
 
     def verify(self) -> dict[int, bool]:

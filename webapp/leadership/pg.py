@@ -188,10 +188,11 @@ class PgLockSession(BaseLockSession):
         """Try every key in one statement and read each key's heartbeat age."""
         check_writable(self.conn)
         rows = self.execute(POLL_SQL, (keys,))
-        for key, got, _age, _term in rows:
+        for key, got, *_ in rows:
             if got:
                 self.counts[key] = self.counts.get(key, 0) + 1
-        return [PollRow(key, bool(got), age, term) for key, got, age, term in rows]
+        return [PollRow(key, bool(got), age, term, recorded)
+                for key, got, age, term, recorded in rows]
 
     def heartbeat(self, keys: list[int]) -> tuple[datetime, dict[int, bool]]:
         """Stamp the heartbeat of the keys still held.
@@ -237,11 +238,15 @@ class PgLockSession(BaseLockSession):
         """Terminate the lock session of a holder whose heartbeat is stale.
 
         Record an "evicted" event for each of ours it held, in the same statement, and
-        return its application_name and those keys; None if it is not stale after all.
+        return its application_name and those keys; None if it is not stale after all, or
+        if its session did not end (the next poll judges it again).
         """
         rows = self.execute(EVICT_STALE_SQL, {"key": key, "stale": stale_seconds, "ours": ours,
                                         "detail": detail})
-        return (rows[0][0], list(rows[0][1] or [key])) if rows else None
+        if rows and not rows[0][2]:
+            log.warning("the lock session of %s did not end; evicting it again at the next "
+                        "poll", rows[0][0])
+        return (rows[0][0], list(rows[0][1] or [key])) if rows and rows[0][2] else None
 
     def notify(self, channel: str, payload: str = "") -> None:
         """Send a notification to every lock session."""

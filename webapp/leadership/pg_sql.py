@@ -16,10 +16,37 @@ ADVISORY = (
 KEY_NAME_SQL = ("CASE k " + " ".join(f"WHEN {key.value} THEN '{key.name}'" for key in KEYS.values())
                 + " ELSE k::text END")
 
-POLL_SQL = """
-SELECT k.key, pg_try_advisory_lock(k.key),
-       extract(epoch FROM now() - s.heartbeat_at)::float8, coalesce(s.term, 0)
-FROM unnest(%s::bigint[]) AS k(key) LEFT JOIN leader_state s ON s.key = k.key
+# When the holder of a key last showed life: the one rule, read by the poll, the eviction
+# and the status page alike (s: the key's leader_state row, a: the holder's pg_stat_activity).
+# Its term's heartbeat when the term is its own (holder_pid is its backend); else what its
+# lock session last did: a session granted the key that never recorded its term (frozen
+# before its "acquired" committed, or a plain session), or one whose eviction failed after
+# its term was cleared. Never unknown: a session always has a start.
+RECORDED_SQL = "coalesce(s.holder_pid = a.pid, false)"
+LAST_SIGN_SQL = (f"CASE WHEN {RECORDED_SQL} THEN s.heartbeat_at "
+                 "ELSE greatest(a.state_change, a.query_start, a.backend_start) END")
+
+# The holders of keys: each lock row with its session (pg_stat_activity's own function,
+# for that one backend: a fraction of the view's cost) and its key's term.
+HOLDER_FROM_SQL = f"""pg_locks l CROSS JOIN LATERAL pg_stat_get_activity(l.pid) a
+LEFT JOIN leader_state s ON s.key = {KEY_SQL}
+WHERE {ADVISORY}"""
+
+# Try every key; for each key another session holds, that holder's age by the rule above
+# (the longest silent, should a key ever be held by more than one) and whether it is the
+# age of a recorded heartbeat. One scan of pg_locks for all the keys not taken.
+POLL_SQL = f"""
+WITH tried AS MATERIALIZED (
+  SELECT k.key, pg_try_advisory_lock(k.key) AS got FROM unnest(%s::bigint[]) AS k(key)
+), held AS MATERIALIZED (
+  SELECT DISTINCT ON ({KEY_SQL}) {KEY_SQL} AS key, {LAST_SIGN_SQL} AS sign,
+         {RECORDED_SQL} AS recorded
+  FROM {HOLDER_FROM_SQL} AND {KEY_SQL} IN (SELECT key FROM tried WHERE NOT got)
+  ORDER BY {KEY_SQL}, {LAST_SIGN_SQL}
+)
+SELECT t.key, t.got, extract(epoch FROM now() - h.sign)::float8, coalesce(st.term, 0),
+       coalesce(h.recorded, false)
+FROM tried t LEFT JOIN leader_state st ON st.key = t.key LEFT JOIN held h ON h.key = t.key
 """
 
 # Wait in the server's lock queue, at most %s (lock_timeout, set for this statement only: the
@@ -105,22 +132,24 @@ WITH victim AS MATERIALIZED (
   SELECT a.pid, a.application_name, a.client_addr,
          (SELECT array_agg({KEY_SQL.replace("l.", "h.")}) FROM pg_locks h
           WHERE h.pid = a.pid AND {ADVISORY.replace("l.", "h.")}) AS keys
-  FROM pg_locks l
-  JOIN pg_stat_activity a ON a.pid = l.pid
-  LEFT JOIN leader_state s ON s.key = {KEY_SQL}
-  WHERE {ADVISORY} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid() AND {victim}
+  FROM {HOLDER_FROM_SQL} AND {KEY_SQL} = %(key)s AND a.pid <> pg_backend_pid() AND {victim}
 ), lost AS MATERIALIZED (
   SELECT k AS key, coalesce((SELECT term FROM leader_state WHERE key = k), 0) AS term,
          v.application_name AS holder, {KEY_NAME_SQL} AS name
   FROM victim v, unnest(v.keys) AS k WHERE k = ANY(%(ours)s)
 ), cleared AS (
   -- the terms end here, row-locked before any session is terminated: a standby granted a
-  -- key the instant its holder goes waits for this statement and writes no "ended"
+  -- key the instant its holder goes waits for this statement and writes no "ended". A
+  -- holder that outlives its termination is judged next by its session (LAST_SIGN_SQL)
+  -- and evicted again at the next poll.
   UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL
   WHERE key IN (SELECT key FROM lost) RETURNING key
 ), events AS (
+  -- once per term and holder: a holder that outlived its eviction is evicted again
   INSERT INTO leader_events (key, kind, term, holder, detail, at)
   SELECT key, 'evicted', term, holder, %(detail)s, now() FROM lost
+  WHERE NOT EXISTS (SELECT 1 FROM leader_events e WHERE e.key = lost.key
+                    AND e.term = lost.term AND e.kind = 'evicted' AND e.holder = lost.holder)
 ), alerts AS (
   -- ops.leader_evicted (webapp.alerts), once per evicted term however many evict it
   INSERT INTO outbox_events (topic, payload, instance, created_at, dedupe_key)
@@ -147,12 +176,17 @@ FROM victim v, (SELECT count(*) FROM cleared) AS c
 """
 
 
-# A holder whose heartbeat and last statement are both older than %(stale)s seconds.
-EVICT_STALE_SQL = evict_sql(
-    "now() - greatest(CASE WHEN s.holder_pid = a.pid THEN s.heartbeat_at END, "
-    "a.query_start, a.backend_start) > make_interval(secs => %(stale)s)"
-)
+# A holder silent for more than %(stale)s seconds by the one rule (LAST_SIGN_SQL).
+EVICT_STALE_SQL = evict_sql(f"now() - {LAST_SIGN_SQL} > make_interval(secs => %(stale)s)")
 
+# Every held key of keys: its holder's backend, whether the age is a recorded heartbeat's,
+# and the age by the one rule, for the status page (its own clock: a request's transaction
+# may have begun earlier).
+HELD_SQL = sa.text(f"""
+SELECT {KEY_SQL}, a.pid, {RECORDED_SQL},
+       extract(epoch FROM statement_timestamp() - {LAST_SIGN_SQL})::float8
+FROM {HOLDER_FROM_SQL} AND {KEY_SQL} = ANY(CAST(:keys AS bigint[]))
+""")
 
 
 SESSIONS_SQL = sa.text(f"""

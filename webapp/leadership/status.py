@@ -20,6 +20,7 @@ from ..timefmt import iso
 from . import current_view
 from .base import LockSession, is_stale
 from .keys import KEYS, SchedulerKey
+from .pg_sql import HELD_SQL
 
 HISTORY_SIZE = 50
 LOOKBACK = 10  # extra events read per key to find when the oldest shown terms began
@@ -34,8 +35,18 @@ class Holder:
     term: int | None = None
     since: datetime | None = None
     heartbeat_at: datetime | None = None
-    heartbeat_age_s: float | None = None
+    heartbeat_age_s: float | None = None  # its age by the rule its eviction uses
     stale: bool = False
+    recorded: bool = False  # the age is its term's heartbeat, not its session's activity
+
+
+@dataclass
+class Age:
+    """How long a key's holder has been silent, and whether by its own recorded heartbeat."""
+
+    pid: int | None  # the holder's backend (its OS pid on one host)
+    recorded: bool
+    seconds: float | None
 
 
 @dataclass
@@ -109,32 +120,58 @@ def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:
     view = current_view()
     now, sessions = view.now(), view.sessions([k.value for k in KEYS.values()])
     states = {s.key: s for s in db.session.scalars(sa.select(LeaderState))}
+    ages = _ages(view.mode, sessions, states, now)
     history = _history(history_size)
     stale = current_app.config["LEADER_STALE_SECONDS"]
-    keys = [_key_status(k, sessions, states.get(k.value), now, stale) for k in KEYS.values()]
+    keys = [_key_status(k, sessions, states.get(k.value), ages.get(k.value), stale)
+            for k in KEYS.values()]
     _held_for(history, keys, now)
     return Snapshot(view.mode, now, stale, keys, sessions, history)
 
 
+def _ages(mode: str, sessions: list[LockSession], states: dict[int, LeaderState],
+          now: datetime) -> dict[int, Age]:
+    """Return each held key's holder, whether its term is recorded, and its age.
+
+    On PostgreSQL by the very expression the standbys evict with (pg_sql.LAST_SIGN_SQL):
+    its heartbeat, else what its lock session last did. On one host: its heartbeat, else
+    when it took the lock file.
+    """
+    if mode == "postgresql":
+        rows = db.session.execute(HELD_SQL, {"keys": [k.value for k in KEYS.values()]})
+        return {key: Age(pid, recorded, max(age, 0.0)) for key, pid, recorded, age in rows}
+    found = {}
+    for session in sessions:
+        for key in session.keys:
+            state = states.get(key)
+            recorded = bool(state and state.heartbeat_at
+                            and state.holder_pid == session.holder_pid)
+            at = state.heartbeat_at if recorded else session.backend_start
+            found[key] = Age(session.holder_pid, recorded,
+                             None if at is None else max((now - at).total_seconds(), 0.0))
+    return found
+
+
 def _key_status(key: SchedulerKey, sessions: list[LockSession], state: LeaderState | None,
-                now: datetime, stale: float) -> KeyStatus:
+                age: Age | None, stale: float) -> KeyStatus:
     holding = next((s for s in sessions if key.value in s.keys), None)
     standbys = [s for s in sessions if key.value not in s.keys
                 and s.application_name.startswith("soloist:")]
-    holder = _holder(holding, state, now, stale) if holding else None
+    holder = _holder(holding, state, age, stale) if holding else None
     if state is None:
         return KeyStatus(key, holder, standbys)
     return KeyStatus(key, holder, standbys, state.last_work_at, state.last_result or "",
                      bool(state.step_down_requested))
 
 
-def _holder(session: LockSession, state: LeaderState | None, now: datetime,
+def _holder(session: LockSession, state: LeaderState | None, age: Age | None,
             stale: float) -> Holder:
-    if state is None or state.holder_pid is None or state.holder_pid != session.holder_pid:
-        return Holder(session)  # held by a session that has not recorded its term (yet)
-    age = (now - state.heartbeat_at).total_seconds() if state.heartbeat_at else None
-    return Holder(session, state.term, state.acquired_at, state.heartbeat_at,
-                  None if age is None else max(age, 0.0), is_stale(age, stale))
+    if age is None or age.pid != session.holder_pid:
+        return Holder(session)  # it changed hands between the two reads: the next one says
+    if not age.recorded or state is None:  # it has recorded no term (yet), or outlived one
+        return Holder(session, heartbeat_age_s=age.seconds, stale=is_stale(age.seconds, stale))
+    return Holder(session, state.term, state.acquired_at, state.heartbeat_at, age.seconds,
+                  is_stale(age.seconds, stale), recorded=True)
 
 
 def _history(limit: int) -> list[Change]:
@@ -212,7 +249,7 @@ def leader_summary(key: SchedulerKey, now: datetime) -> dict | None:
     if state is None or not state.holder:
         return None
     age = (now - state.heartbeat_at).total_seconds() if state.heartbeat_at else None
-    stale = age is None or is_stale(age, current_app.config["LEADER_STALE_SECONDS"])
+    stale = is_stale(age, current_app.config["LEADER_STALE_SECONDS"])
     return {"holder": state.holder, "term": state.term, "age": age, "stale": stale,
             "last_result": state.last_result, "last_work_at": state.last_work_at}
 
@@ -240,7 +277,8 @@ def holder_json(holder: Holder | None) -> dict | None:
     data.pop("keys")
     age = holder.heartbeat_age_s
     data.update(since=iso(holder.since), term=holder.term, stale=holder.stale,
-                heartbeat_age_s=None if age is None else round(age, 3))
+                heartbeat_age_s=None if age is None else round(age, 3),
+                heartbeat_recorded=holder.recorded)
     return data
 
 

@@ -1,9 +1,12 @@
 """What the scheduler thread reports besides its ticks: leaderless keys and the dead-man's switch.
 
-A standby sees, at each poll, the heartbeat age of every key another process holds. When
-one is older than OPS_NO_LEADER_SECONDS and the holder has not been evicted (eviction
-failed, or LEADER_STALE_SECONDS is longer), the key has no working leader: the standby
-writes ops.no_leader, once per term fleet-wide (webapp.alerts dedupes it).
+A standby sees, at each poll, the age of every key another process holds: its heartbeat,
+or what its lock session last did when it recorded none (a session frozen before its term
+was recorded, a plain session, one that outlived its eviction). When one is older than
+OPS_NO_LEADER_SECONDS and the holder has not been evicted (eviction failed, or
+LEADER_STALE_SECONDS is longer), the key has no working leader: the standby writes
+ops.no_leader, once per term fleet-wide (webapp.alerts dedupes it). An unknown age means
+nobody held the key when it was polled: nothing to report.
 
 The dead-man's switch is the other way round: the publish leader, and only it, pings
 DEADMAN_URL every DEADMAN_EVERY_SECONDS, so a monitor such as healthchecks.io raises the
@@ -21,7 +24,7 @@ from flask import Flask
 
 from ..db import database_now
 from ..extensions import db
-from ..leadership.base import PollRow
+from ..leadership.base import PollRow, silence
 from ..leadership.keys import by_value
 from ..ops import alerts
 from ..plugins.net import UnsafeURL, request
@@ -87,7 +90,7 @@ class Watch:
             "DEADMAN_URL") else None
 
     def unled(self, rows: Iterable[PollRow]) -> None:
-        """Report each key whose holder's heartbeat is older than OPS_NO_LEADER_SECONDS."""
+        """Report each key whose holder is silent longer than OPS_NO_LEADER_SECONDS."""
         for row in rows:
             key = by_value(row.key)
             age = row.heartbeat_age
@@ -98,7 +101,8 @@ class Watch:
             with self.app.app_context():
                 try:
                     if alerts.no_leader(key, row.term, age, database_now(), self.name):
-                        log.error("key %s has had no working leader for %.0f s", key.name, age)
+                        log.error("key %s has had no working leader (%s)", key.name,
+                                  silence(age, row.recorded))
                     self.reported.add((row.key, row.term))
                 except Exception:  # the alert waits for the next poll; the loop goes on
                     log.exception("could not record that key %s has no leader", key.name)
