@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
 from tests.support import Api, AuthActions, new_post, record_term
 from webapp import posts
 from webapp.db import database_now
@@ -209,3 +209,14 @@ def test_the_single_host_sqlite_mode_answers_too(sqlite_app):
     assert found[("soloist_posts", ("status", "scheduled"))] == 1
     assert found[("soloist_posts_late",)] == 1 and found[("soloist_posts_late_seconds",)] >= 30
     assert key_gauges(found, "publish")["soloist_key_has_leader"] == 0
+
+
+def test_a_holder_that_never_records_a_heartbeat_stops_counting_once_it_is_silent(api, app,
+                                                                                  pg_url):
+    # it took the key (a standby granted it in the lock queue) and froze before recording
+    # its term: its age is its session's silence, by the rule standbys evict with
+    app.config["LEADER_STALE_SECONDS"] = 0.5
+    with holding(pg_url, "soloist:a:1", PUBLISH_KEY):
+        assert key_gauges(scrape(api), "publish")["soloist_key_has_leader"] == 1  # just taken
+        wait_for(lambda: key_gauges(scrape(api), "publish")["soloist_key_has_leader"] == 0,
+                 10, "the silent holder to stop counting as a leader")

@@ -120,7 +120,7 @@ def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:
     view = current_view()
     now, sessions = view.now(), view.sessions([k.value for k in KEYS.values()])
     states = {s.key: s for s in db.session.scalars(sa.select(LeaderState))}
-    ages = _ages(view.mode, sessions, states, now)
+    ages = holder_ages(view.mode, sessions, states, now)
     history = _history(history_size)
     stale = current_app.config["LEADER_STALE_SECONDS"]
     keys = [_key_status(k, sessions, states.get(k.value), ages.get(k.value), stale)
@@ -129,7 +129,7 @@ def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:
     return Snapshot(view.mode, now, stale, keys, sessions, history)
 
 
-def _ages(mode: str, sessions: list[LockSession], states: dict[int, LeaderState],
+def holder_ages(mode: str, sessions: list[LockSession], states: dict[int, LeaderState],
           now: datetime) -> dict[int, Age]:
     """Return each held key's holder, whether its term is recorded, and its age.
 

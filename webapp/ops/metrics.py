@@ -33,6 +33,7 @@ from ..extensions import db
 from ..leadership import current_view
 from ..leadership.base import LockSession, is_stale
 from ..leadership.keys import KEYS, SchedulerKey
+from ..leadership.status import holder_ages
 from ..models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
 
 
@@ -109,7 +110,10 @@ class FleetCollector:
         view = current_view()
         now = view.now()
         sessions = view.sessions([k.value for k in KEYS.values()])
-        yield from leader_families(now, sessions, _leader_states(), self.stale_seconds)
+        states = _leader_states()
+        ages = {key: age.seconds for key, age in
+                holder_ages(view.mode, sessions, states, now).items()}
+        yield from leader_families(now, sessions, states, self.stale_seconds, ages)
         yield from queue_families(_queue_counts(now))
         yield _oldest_late(now)
 
@@ -125,22 +129,25 @@ def _leader_states() -> dict[int, sa.Row]:
 
 
 def has_leader(holding: LockSession | None, state: sa.Row | None, now: datetime,
-               stale: float) -> bool:
-    """Return whether key is led, or a failover is under way (see the module's docstring)."""
-    if holding is not None and (state is None or state.holder_pid != holding.holder_pid):
-        return True  # it has just taken the key and not yet recorded its term
+               stale: float, age: float | None = None) -> bool:
+    """Return whether key is led, or a failover is under way (see the module's docstring).
+
+    A holder is judged by age, its silence by the rule its eviction uses (its heartbeat,
+    else what its lock session last did): one that never records a heartbeat is not led
+    for ever. None: its session's activity cannot be read (another role's), so it counts.
+    """
+    if holding is not None:
+        return age is None or not is_stale(age, stale)
     if state is None:
         return False
-    if holding is not None:
-        signs = [state.heartbeat_at]
-    else:  # a killed holder's last heartbeat, or a release, loss or eviction
-        signs = [state.heartbeat_at, state.last_event_at]
+    signs = [state.heartbeat_at, state.last_event_at]  # a killed holder's last heartbeat,
+    # or a release, loss or eviction
     latest = max((t for t in signs if t is not None), default=None)
     return latest is not None and not is_stale((now - latest).total_seconds(), stale)
 
 
 def leader_families(now: datetime, sessions: list[LockSession], states: dict[int, sa.Row],
-                    stale: float) -> Iterator[Metric]:
+                    stale: float, ages: dict[int, float | None]) -> Iterator[Metric]:
     """Yield the per-key leadership gauges."""
     led = GaugeMetricFamily("soloist_key_has_leader", "1 if the key is led or a failover is "
                             "under way (a holder or its last sign of life within "
@@ -154,7 +161,8 @@ def leader_families(now: datetime, sessions: list[LockSession], states: dict[int
     for key in KEYS.values():
         holding = _holding(key, sessions)
         state = states.get(key.value)
-        led.add_metric([key.name], int(has_leader(holding, state, now, stale)))
+        led.add_metric([key.name], int(has_leader(holding, state, now, stale,
+                                                  ages.get(key.value))))
         if state is not None and state.heartbeat_at is not None:
             age.add_metric([key.name], max((now - state.heartbeat_at).total_seconds(), 0.0))
         term.add_metric([key.name], state.term if state is not None else 0)
