@@ -22,11 +22,18 @@ def event_key(topic: str, row: sa.Row) -> str:
 
 
 def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
-    """Add one outbox event per row _move returned to the current transaction."""
-    db.session.execute(sa.insert(OutboxEvent), [
+    """Add one outbox event per row _move returned to the current transaction.
+
+    One INSERT for the whole batch: a list of parameters is sent as one INSERT a row
+    (psycopg's executemany), so whatever a statement costs (a statement trigger, a round
+    trip) was paid 500 times by a batch of 500.
+    """
+    if not rows:
+        return
+    db.session.execute(sa.insert(OutboxEvent).values([
         {"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
          "dedupe_key": event_key(topic, row),
          "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
                      "at": now.isoformat()}}
         for row in rows
-    ])
+    ]))
