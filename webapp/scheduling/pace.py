@@ -31,6 +31,7 @@ class Pace:
         self.largest = self.size = largest
         self.last = 0.0  # seconds the last batch took
         self.before: tuple[int, float] | None = None  # (size, seconds) before the last shrink
+        self.floor = 0.0  # what a batch takes however small (a cost a statement), once seen
         self.queue: list[str] = []  # what a tick cut short had left of its round
         self.full: set[str] = set()  # the kinds that round found with more due
         self.deadline = self.target = 0.0
@@ -76,16 +77,19 @@ class Pace:
     def _fit(self, size: int, moved: int) -> None:
         """Fit the next batch's size to how long this one took.
 
-        Longer than the target: shrink it to take half the target (if the cost is per row).
-        A shrunk batch hardly faster than the one before: the cost is per statement, not
-        per row, so take the bigger size back. A full one under a third of the target:
-        double it (a doubled one stays under the target).
+        Longer than the target (and than twice the floor): shrink it to take half the
+        target, as if the cost were a row's. A shrunk batch hardly faster than the one
+        before: the cost is a statement's, so take the bigger size back and keep that time
+        as the floor. A full one under a third of the target: double it (a doubled one
+        stays under the target), and forget the floor.
         """
         took, before, self.before = self.last, self.before, None
         if before is not None and moved >= size and took > before[1] / 2:
-            self.size = before[0]
-        elif moved and took > self.target:
+            self.size, self.floor = before[0], took
+        elif moved and took > max(self.target, 2 * self.floor):
             self.before = (size, took)
             self.size = max(1, min(size, int(moved * self.target / took / 2)))
-        elif moved >= size and took < self.target / 3:
-            self.size = min(self.largest, size * 2)
+        elif took < self.target / 3:
+            self.floor = 0.0
+            if moved >= size:
+                self.size = min(self.largest, size * 2)
