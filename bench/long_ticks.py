@@ -51,7 +51,8 @@ def run(bench: Bench, args) -> dict:
         ages = bench.query(HEARTBEAT_AGE_SQL, (PUBLISH_KEY,))
         oldest = max([oldest, *(age for (age,) in ages if age is not None)])
         if time.monotonic() - started > args.deadline:
-            raise AssertionError(f"not done before the deadline: {done} of {expected}")
+            log(f"not done before the deadline: {done} of {expected}")
+            break
         time.sleep(0.05)
     took = time.monotonic() - started
     kinds = bench.query("SELECT kind, count(*) FROM leader_events WHERE id > %s GROUP BY kind",
@@ -74,7 +75,8 @@ def summary(result: dict, args) -> str:
         [[f"{units:,} units due ({args.posts:,} posts, {args.batch} takedowns, {args.batch} "
           f"changes), every outbox insert ({args.each.lower()}) {args.slow:g} s, stale "
           f"{args.stale:g} s", evicted, changes,
-          "yes" if once else f"**no** {result['done']}", secs(result["took"]),
+          "yes" if once else f"**no**: {result['done'][:3]} done once by then",
+          secs(result["took"]) if once else f"not done in {result['took']:.0f} s",
           result["batches"], secs(result["oldest"]), "0 evictions, every post once", met]])
 
 

@@ -30,6 +30,7 @@ class Pace:
     def __init__(self, largest: int) -> None:
         self.largest = self.size = largest
         self.last = 0.0  # seconds the last batch took
+        self.longest = self.expect = 0.0  # the longest batch this tick, and last tick
         self.before: tuple[int, float] | None = None  # (size, seconds) before the last shrink
         self.floor = 0.0  # what a batch takes however small (a cost a statement), once seen
         self.queue: list[str] = []  # what a tick cut short had left of its round
@@ -45,12 +46,14 @@ class Pace:
     def start(self) -> None:
         """Start a tick: its budget runs from now."""
         stale = float(current_app.config["LEADER_STALE_SECONDS"])
+        self.expect, self.longest = self.longest, 0.0
         self.deadline = monotonic() + stale / BUDGET_SHARE
         self.target = stale / BATCH_SHARE
 
     def over(self) -> bool:
-        """Return whether another batch as long as the last would end past the budget."""
-        return monotonic() + self.last >= self.deadline
+        """Return whether another batch as long as the longest of this tick or the last
+        would end past the budget (an empty batch is quick, the next kind's may not be)."""
+        return monotonic() + max(self.longest, self.expect) >= self.deadline
 
     def run(self, batch: Callable[[int], Sized]) -> tuple[int, bool]:
         """Run batch(size); return (rows it moved, whether more may be due).
@@ -58,19 +61,21 @@ class Pace:
         A batch the server's statement timeout ended is rolled back and counts as none
         moved, more due: the next one is much smaller.
         """
-        size, started = self.size, monotonic()
+        size, started, moved = self.size, monotonic(), None
         try:
             moved = len(batch(size))
         except sa.exc.DBAPIError as exc:
             if getattr(exc.orig, "sqlstate", None) != QUERY_CANCELED:
                 raise
             db.session.rollback()
+        finally:
             self.last = monotonic() - started
-            self.size, self.before = max(1, size // CANCELLED_SHRINK), None  # cost unknown
+            self.longest = max(self.longest, self.last)
+        if moved is None:  # its cost is unknown: only that it was too much
+            self.size, self.before = max(1, size // CANCELLED_SHRINK), None
             log.warning("a batch of %d took past the statement timeout (%.1f s); trying %d",
                         size, self.last, self.size)
             return 0, True
-        self.last = monotonic() - started
         self._fit(size, moved)
         return moved, moved >= size
 
