@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from ..db import is_postgres
 from ..extensions import db
 from ..models import OutboxEvent
 
@@ -46,7 +47,7 @@ def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -
               for row in rows]
     if not events:
         return
-    if db.session.get_bind().dialect.name == "postgresql":
+    if is_postgres():
         db.session.execute(PG_INSERT_SQL, {"rows": json.dumps(events, default=str)})
     else:
         db.session.execute(sa.insert(OutboxEvent), events)
