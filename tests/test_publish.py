@@ -70,8 +70,10 @@ def test_a_big_backlog_is_published_in_batches(any_app):
     with any_app.app_context():
         add_posts(posts.BATCH_SIZE + 10, T0)
         now = T0 + timedelta(seconds=1)
-        assert publish.tick(now) == now  # more to do: come back at once
-        assert publish.tick(now) is None
+        ticks = 1
+        while publish.tick(now) == now:  # out of time: come back at once (a slow machine)
+            ticks += 1
+            assert ticks <= 10
         assert set(statuses().values()) == {"published"}
         assert len(published_events()) == posts.BATCH_SIZE + 10
 

@@ -1,9 +1,11 @@
 """The outbox rows a post's transitions write, named by what happened (see event_key)."""
 
+import json
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
+from ..db import is_postgres
 from ..extensions import db
 from ..models import OutboxEvent
 
@@ -21,12 +23,31 @@ def event_key(topic: str, row: sa.Row) -> str:
     return f"{topic}:post:{row.id}:{created}:v{row.version}"
 
 
+# one statement and one parameter whatever the batch's size, its plan cached like any other
+PG_INSERT_SQL = sa.text("""
+INSERT INTO outbox_events (topic, post_id, instance, created_at, dedupe_key, payload)
+SELECT r.topic, r.post_id, r.instance, r.created_at, r.dedupe_key, r.payload::json
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, instance text,
+                                                   created_at timestamptz, dedupe_key text,
+                                                   payload jsonb)
+""")
+
+
 def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
-    """Add one outbox event per row _move returned to the current transaction."""
-    db.session.execute(sa.insert(OutboxEvent), [
-        {"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
-         "dedupe_key": event_key(topic, row),
-         "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
-                     "at": now.isoformat()}}
-        for row in rows
-    ])
+    """Add one outbox event per row _move returned to the current transaction.
+
+    On PostgreSQL one INSERT for the whole batch: a list of parameters is sent as one
+    INSERT a row (psycopg's executemany), so whatever a statement costs (a statement
+    trigger, a round trip) was paid 500 times by a batch of 500.
+    """
+    events = [{"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
+               "dedupe_key": event_key(topic, row),
+               "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
+                           "at": now.isoformat()}}
+              for row in rows]
+    if not events:
+        return
+    if is_postgres():
+        db.session.execute(PG_INSERT_SQL, {"rows": json.dumps(events, default=str)})
+    else:
+        db.session.execute(sa.insert(OutboxEvent), events)

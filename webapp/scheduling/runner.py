@@ -112,7 +112,7 @@ class Scheduler:
                 found.append(f"this instance's candidate (worker {pid}) has had no lock "
                              f"session for {time.time() - since:.0f} s")
         started = self.step_started
-        if started is not None and time.monotonic() - started > self.stale_seconds / 2:
+        if started is not None and time.monotonic() - started > self.stale_seconds * 0.75:
             found.append(f"scheduler stuck in one step for {time.monotonic() - started:.0f} s")
         return found
 
