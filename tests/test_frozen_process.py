@@ -89,7 +89,7 @@ def test_evicting_a_frozen_leader_ends_every_connection_of_its_process(app, pg_v
                                                                        leader_process):
     _due_posts(app, 3)
     frozen = leader_process(idle_in_transaction=60)  # only the eviction can free its rows
-    assert sorted(n.rsplit(":", 1)[0] for n in _connections_of(pg_view, frozen.pid)) == [
+    assert sorted(n.rsplit(":", 2)[0] for n in _connections_of(pg_view, frozen.pid)) == [
         f"soloist-web:frozen:{frozen.pid}", f"soloist:frozen:{frozen.pid}"]
     assert _published(app) == []  # the frozen transaction holds every due row
     os.kill(frozen.pid, signal.SIGSTOP)
