@@ -18,12 +18,14 @@ log = logging.getLogger("soloist.leadership")
 
 RECONNECT_MIN = 0.25
 RECONNECT_MAX = 2.0  # a restarted database is led again within seconds of accepting
+REFUSED_MAX = 60.0  # a pooler in the way is a setting to mend: no need to knock often
 
 
 class Leadership:
     """Which keys this process leads, and the moves that change it."""
 
-    def __init__(self, locks, keys: list[int], stale_seconds: float) -> None:
+    def __init__(self, locks, keys: list[int], stale_seconds: float,
+                 reconnect_max: float = RECONNECT_MAX) -> None:
         self.locks = locks
         self.keys = list(keys)
         self.stale_seconds = stale_seconds
@@ -32,6 +34,7 @@ class Leadership:
         self.online: bool | None = None
         self.offline_since: float | None = None  # monotonic time the lock session went down
         self.backoff = RECONNECT_MIN
+        self.reconnect_max = max(RECONNECT_MIN, reconnect_max)  # the longest gap between tries
         self.next_connect = 0.0
         self.pending: list[tuple] = []  # events to write once the connection is back
         self.db_now: datetime | None = None  # the database clock at the last verify
@@ -60,7 +63,7 @@ class Leadership:
             self._went_offline(exc)
             # jittered, so a fleet that lost its database does not reconnect in lockstep
             self.next_connect = now + self.backoff * random.uniform(0.5, 1.0)
-            limit = 60.0 if isinstance(exc, TransactionPoolerError) else RECONNECT_MAX
+            limit = REFUSED_MAX if isinstance(exc, TransactionPoolerError) else self.reconnect_max
             self.backoff = min(self.backoff * 2, limit)
             return False
         self.refused = False
