@@ -60,7 +60,8 @@ class Scheduler:
         self.plugin_app = plugin_app or app
         self.tick_app.extensions["soloist.plugin_app"] = self.plugin_app
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
-                                           server_options(cfg), client_keepalives(cfg))
+                                           server_options(cfg), client_keepalives(cfg),
+                                           cfg["LOCK_ALLOW_POOLER"])
         # reconnect at least as often as a follower polls: keys led again soon after an outage
         self.leadership = Leadership(
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"],
