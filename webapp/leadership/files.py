@@ -142,8 +142,8 @@ class FileLockSession(BaseLockSession):
             for key in held:
                 row = conn.execute(
                     "UPDATE leader_state SET heartbeat_at = ? WHERE key = ? AND holder_pid = ? "
-                    "RETURNING step_down_requested",
-                    (_now(), key, os.getpid()),
+                    "RETURNING step_down_requested AND holder = ?",  # asked of this holder
+                    (_now(), key, os.getpid(), self.name),
                 ).fetchone()
                 if row is not None:
                     result[key] = bool(row[0])

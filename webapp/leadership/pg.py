@@ -197,9 +197,10 @@ class PgLockSession(BaseLockSession):
     def heartbeat(self, keys: list[int]) -> tuple[datetime, dict[int, bool]]:
         """Stamp the heartbeat of the keys still held.
 
-        Return the database clock and {key: step_down_requested} for those keys.
+        Return the database clock and {key: step_down_requested} for those keys (a request
+        meant for another holder does not count).
         """
-        rows = self.execute(HEARTBEAT_SQL, (keys,))
+        rows = self.execute(HEARTBEAT_SQL, (keys, self.name))
         now = rows[0][2] if rows else self.execute("SELECT now()")[0][0]
         return now, {key: bool(step) for key, step, _now in rows}
 
