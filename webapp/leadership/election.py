@@ -42,6 +42,7 @@ class Leadership:
         self.refused = False  # the last connect was refused by a server that is up
         # what the last polls saw of the keys another holds: their heartbeat age and term
         self.unled: dict[int, PollRow] = {}
+        self.stopping = False  # asked to stop: take no key it would hand back at once
 
     @property
     def missing(self) -> list[int]:
@@ -54,7 +55,7 @@ class Leadership:
         if self.locks.connected:
             return True
         now = time.monotonic()
-        if now < self.next_connect:
+        if now < self.next_connect or self.stopping:
             return False
         try:
             self.locks.connect()
@@ -99,9 +100,15 @@ class Leadership:
             self.locks.record_event(key, kind, term, holder, detail, at)
             self.pending.pop(0)
 
+    def stop(self) -> None:
+        """Take no more keys: the process is stopping (a signal handler may call it)."""
+        self.stopping = True
+
     def poll(self) -> list[int]:
         """Try every missing key in one statement; evict stale holders; return keys won."""
         won: list[int] = []
+        if self.stopping:
+            return won
         for _ in self.keys:
             # an evicted session held other keys too: they are free now, so look again
             if not (self._poll_once(won) and self.missing):
@@ -134,7 +141,7 @@ class Leadership:
         not wait (the backend cannot, or it holds a key): sleep as usual.
         """
         missing = self.missing
-        if self.held or not missing or seconds <= 0:
+        if self.held or not missing or seconds <= 0 or self.stopping:
             return None
         got = self.locks.wait_for(missing[0], seconds)
         if got is None:

@@ -126,6 +126,7 @@ class Scheduler:
         does the rest.
         """
         self._stopping.set()
+        self.leadership.stop()  # a step in hand polls no more: it would hand the keys back
         self.waiter.interrupt()
         self.locks.interrupt()
 
@@ -282,8 +283,8 @@ class Scheduler:
             self._record_pending()
             self._close_tick_connections()
             return False
-        if not lease.take():
-            return False
+        if self._stopping.is_set() or not lease.take():
+            return False  # a stopping worker does not become the candidate
         log.info("now this instance's candidate (worker %d)", os.getpid())
         self.next_poll = 0.0
         return True
