@@ -109,10 +109,10 @@ class Scheduler:
         if down > self.stale_seconds:
             found.append(f"lock session down for {down:.0f} s")
         if self.lease is not None and not self.lease.held:  # standing by: the candidate's
-            pid, _age, since = self.lease.read()
-            if since is not None and time.time() - since > self.stale_seconds:
+            pid, _age, offline = self.lease.read()
+            if offline is not None and offline > self.stale_seconds:
                 found.append(f"this instance's candidate (worker {pid}) has had no lock "
-                             f"session for {time.time() - since:.0f} s")
+                             f"session for {offline:.0f} s")
         started = self.step_started
         if started is not None and time.monotonic() - started > self.stale_seconds / 2:
             found.append(f"scheduler stuck in one step for {time.monotonic() - started:.0f} s")
