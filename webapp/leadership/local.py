@@ -110,8 +110,8 @@ class LocalLease:
         stamp, offline = (_number(text[2]), _number(text[3])) if len(text) > 3 else (None, None)
         if stamp is None:  # written by an older version (a reload's overlap): its mtime
             return pid, time.time() - modified, None
-        now = time.monotonic()
-        return pid, now - stamp, None if offline is None else now - offline
+        now = time.monotonic()  # never below 0: the stamps are rounded to the microsecond
+        return pid, max(0.0, now - stamp), None if offline is None else max(0.0, now - offline)
 
     def say_offline(self, down: float) -> None:
         """Write in the lease for how long (down, 0 when it is up) this candidate's lock
@@ -125,11 +125,11 @@ class LocalLease:
         """Write the whole record, one length always, in one pwrite: a sibling never reads
         a half-written or shortened one."""
         since = self.offline_since
-        wall = "-" if since is None else f"{time.time() - (time.monotonic() - since):.3f}"
-        mono = "-" if since is None else f"{since:.3f}"
+        wall = "-" if since is None else f"{time.time() - (time.monotonic() - since):.6f}"
+        mono = "-" if since is None else f"{since:.6f}"
         # pid, then the wall-clock time it went offline (read by an older version), then
         # the monotonic stamp and offline time this version reads
-        text = f"{os.getpid():<10}\n{wall:<20}\n{time.monotonic():<20.3f} {mono:<20}\n"
+        text = f"{os.getpid():<10}\n{wall:<20}\n{time.monotonic():<20.6f} {mono:<20}\n"
         os.pwrite(self.fd, text.encode(), 0)
 
     def _own(self, fd: int) -> None:
