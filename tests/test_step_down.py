@@ -17,7 +17,8 @@ from webapp.ops.leaders import OpsError, request_step_down
 
 WAITING_SQL = """
 SELECT count(*) FROM pg_stat_activity
-WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE leader_state%'
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+  AND query LIKE 'UPDATE leader_state%'
 """
 
 

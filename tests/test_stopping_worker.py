@@ -3,7 +3,7 @@
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
 from webapp import scheduler_app
 from webapp.extensions import db
 from webapp.models import LeaderEvent
@@ -30,6 +30,7 @@ def test_a_stopping_worker_does_not_take_the_keys_that_came_free(app, pg_url, pg
         scheduler.step()  # the instance's candidate, standing by: another process leads
         assert scheduler.locks.connected and scheduler.leadership.held == {}
         scheduler.request_stop()  # SIGTERM, while the other process lets go of the keys
+    wait_for(lambda: pg_view.holders() == {}, 10, "the other process's session to end")
     scheduler.next_poll = 0.0  # the handover's NOTIFY would ask for a poll at once
     scheduler.step()
     scheduler.wait(0.2)
