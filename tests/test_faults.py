@@ -15,6 +15,7 @@ import pytest
 
 from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
 from tests.faultkit import KEYS, FaultFleet
+from tests.outage import database_away
 from tests.pgserver import throwaway_server
 from tests.scenarios import (
     OPEN_TRANSACTIONS_SQL,
@@ -34,6 +35,9 @@ pytestmark = pytest.mark.slow
 
 FREEZE_DEADLINE = 15.0  # every due post live this long after the leader's host froze
 RECOVERY = 5.0  # both keys led again this long after the database is back
+OUTAGE = 20.0  # the database away this long under the fleet
+OUTAGE_CPU = 0.1  # CPU s a second per instance meanwhile, at most (the target: 0.02)
+BACK = 2.0  # both keys led again this long after the database accepts connections
 HANDOVER = 0.5  # a standby leads this long after SIGTERM
 LAG = 1.0  # publish lag under web load: the typical post (the p99 target is bench/faults.py's)
 STALLED = 3 * LAG  # no post this late: publishing did not wait for the load to end
@@ -202,19 +206,21 @@ def test_a_slow_upload_outlasting_the_idle_transaction_timeout_still_creates_its
 
 # --- the database goes away -------------------------------------------------------------------
 
-def test_both_keys_are_led_again_soon_after_postgresql_restarts(fault_fleet, pg):
+def test_the_fleet_idles_while_postgresql_is_away_and_leads_again_soon_after(fault_fleet, pg):
     fleet = fault_fleet
     workers = {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances}
-    ids = fleet.schedule("outage", 1, lead=1.0)
-    accepting = pg.restart(downtime=3.0)  # the post falls due while the server is down
-    try:
-        wait_for(lambda: fleet.view.quiet(keys_led_by_workers, fleet),
-                 accepting + RECOVERY - time.time(), "both keys to be led again", interval=0.05)
-    except AssertionError:
-        raise AssertionError(f"both keys not led again {RECOVERY:g} s after PostgreSQL "
-                             f"accepted connections: {fleet.view.holders()}") from None
+    ids = fleet.schedule("outage", 1, lead=1.0)  # falls due while the server is down
+    outage = database_away(fleet, pg, OUTAGE, back_within=RECOVERY)
+    # the target is 0.02 s a second (bench/outage_cpu.py measures it; 0.79 before);
+    # the bound here leaves room for a slow moment on a shared machine, and none for a spin
+    assert outage.worst <= OUTAGE_CPU, (
+        f"CPU a second per instance while PostgreSQL was away {OUTAGE:g} s: {outage.cpu}")
+    assert outage.back_after <= BACK, (
+        f"both keys led again {outage.back_after:.2f} s after PostgreSQL accepted "
+        f"connections (target ≤ {BACK:g} s)")
     wait_for(lambda: fleet.published(ids) == 1, 10, "the post due during the outage")
     fleet.wait_settled(30)
+    accepting = time.time()
     wait_for(lambda: readyz_on_every_worker(fleet, accepting), 20,
              "GET /readyz to answer 200 on every worker")
     assert {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances} == workers

@@ -7,6 +7,7 @@ so they exclude each other exactly as two processes do.
 import os
 import time
 
+from tests.cluster import wait_for
 from webapp.leadership.local import LocalLease, lease_path
 
 DB = "postgresql://root:s3cret@127.0.0.1:5432/soloist"
@@ -27,12 +28,11 @@ def test_one_worker_is_the_candidate_and_a_sibling_takes_over_when_it_lets_go(tm
 
 
 def test_a_sibling_breaks_the_lease_of_a_candidate_that_stopped_stamping_it(tmp_path):
-    frozen, sibling, third = leases(tmp_path, 3, stale=2.0)
+    frozen, sibling, third = leases(tmp_path, 3, stale=0.3)
     assert frozen.take()
     assert not sibling.take()  # stamped just now: alive
-    long_ago = time.time() - 3
-    os.utime(frozen.path, (long_ago, long_ago))  # what 3 s frozen looks like
-    assert sibling.take() and sibling.held
+    wait_for(sibling.take, 5, "the sibling to break the lease no longer stamped")
+    assert sibling.held
     assert not third.take()  # the new lease is fresh and held
     assert not frozen.still_held() and not frozen.held  # on waking it learns it lost
     sibling.beat()
@@ -60,3 +60,34 @@ def test_each_instance_and_database_has_its_own_lease_and_no_password_in_its_nam
     assert not any("s3cret" in name for name in names)
     assert os.path.basename(lease_path(here, DB, "../../etc x")).startswith(
         "soloist-candidate-.._.._etc_x-")
+
+
+HOUR = 3600.0
+
+
+def test_a_wall_clock_step_neither_deposes_a_live_candidate_nor_keeps_a_frozen_one(tmp_path):
+    candidate, sibling = leases(tmp_path, stale=0.3)
+    assert candidate.take()
+    for step in (-HOUR, HOUR):  # NTP steps the clock back or forth: the file's times move
+        moved = time.time() + step
+        os.utime(candidate.path, (moved, moved))
+        assert not sibling.take(), f"a candidate stamped just now deposed by a {step:+.0f} s step"
+        pid, age = sibling.holder()
+        assert pid == os.getpid() and 0 <= age < 0.3
+    ahead = time.time() + HOUR
+    os.utime(candidate.path, (ahead, ahead))  # its mtime says "just now" for an hour
+    wait_for(sibling.take, 5, "the sibling to break a lease no longer stamped")
+    assert not candidate.still_held()
+
+
+def test_a_sibling_reads_how_long_the_candidate_has_been_offline(tmp_path):
+    candidate, sibling = leases(tmp_path)
+    assert candidate.take()
+    assert sibling.read()[2] is None
+    candidate.say_offline(30.0)
+    moved = time.time() - HOUR
+    os.utime(candidate.path, (moved, moved))
+    pid, age, offline = sibling.read()
+    assert pid == os.getpid() and age < 1 and 29.9 < offline < 31
+    candidate.say_offline(0.0)
+    assert sibling.read()[2] is None

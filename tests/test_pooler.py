@@ -1,4 +1,4 @@
-"""A real PgBouncer: locks are refused through transaction pooling, allowed in session mode."""
+"""A real PgBouncer: locks are refused through a pooler, a session-mode one allowed on request."""
 
 import logging
 
@@ -44,11 +44,25 @@ def test_locks_are_refused_through_a_transaction_pooler(app, pg_url, bouncer, ca
 
 
 @pytest.mark.parametrize("bouncer", ["session"], indirect=True)
-def test_a_session_mode_pooler_is_accepted(app, pg_url, bouncer, pg_view):
-    session = PgLockSession(pooled_url(pg_url, bouncer), "session-bouncer")
+def test_a_session_mode_pooler_is_refused_unless_the_operator_allows_one(app, pg_url, bouncer,
+                                                                         pg_view):
+    # a pooler hands out its own backend pid: the lock session cannot tell a session-mode
+    # one from a transaction-mode one that happens to keep it on one backend for a while
+    refused = PgLockSession(pooled_url(pg_url, bouncer), "strict-bouncer")
+    with pytest.raises(TransactionPoolerError, match="LOCK_ALLOW_POOLER=true"):
+        _connect_when_up(refused)
+    session = PgLockSession(pooled_url(pg_url, bouncer), "session-bouncer", allow_pooler=True)
     try:
         _connect_when_up(session)
         assert session.try_lock(PUBLISH.value)
         assert PUBLISH.value in pg_view.holders()
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("bouncer", ["transaction"], indirect=True)
+def test_a_transaction_pooler_is_refused_even_when_the_operator_allows_poolers(app, pg_url,
+                                                                               bouncer):
+    session = PgLockSession(pooled_url(pg_url, bouncer), "allowed-bouncer", allow_pooler=True)
+    with pytest.raises(TransactionPoolerError, match="transaction-mode pooler"):
+        _connect_when_up(session)

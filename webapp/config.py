@@ -234,6 +234,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
         "SCHEDULER_ENABLED": env_bool(env, "SCHEDULER_ENABLED", True),
+        # a lock session that reports another backend than it runs on is a pooler: refused,
+        # unless the operator vouches for a session-mode one (docs/configuration.md)
+        "LOCK_ALLOW_POOLER": env_bool(env, "LOCK_ALLOW_POOLER", False),
         # where an instance's workers agree which of them is its one candidate (a lease
         # file each); local to the host, as /tmp is to a dyno
         "LEASE_DIR": env.get("LEASE_DIR", "").strip() or tempfile.gettempdir(),

@@ -29,18 +29,19 @@ __all__ = ["PG_TOKEN", "SQLITE_TOKEN", "close_all_sessions", "current_view", "lo
 _sessions: dict[tuple[int, str], PgLockSession | FileLockSession] = {}
 
 
-def lock_session(url: str, instance: str, options: str = "",
-                 keepalives: dict | None = None) -> PgLockSession | FileLockSession:
+def lock_session(url: str, instance: str, options: str = "", keepalives: dict | None = None,
+                 allow_pooler: bool = False) -> PgLockSession | FileLockSession:
     """Return this process's lock session for url, creating it after a fork.
 
     options are libpq options for the PostgreSQL connection (the server's timeouts and
-    keepalives), keepalives the client's (db.client_keepalives).
+    keepalives), keepalives the client's (db.client_keepalives); allow_pooler accepts a
+    session-mode pooler (LOCK_ALLOW_POOLER).
     """
     key = (os.getpid(), url)
     found = _sessions.get(key)
     if found is None:
         made = FileLockSession(url, instance) if is_sqlite_url(url) else PgLockSession(
-            url, instance, options, keepalives)
+            url, instance, options, keepalives, allow_pooler)
         # setdefault is atomic: two threads asking at once get the same (unopened) session
         found = _sessions.setdefault(key, made)
     return found
@@ -58,7 +59,7 @@ def _session_for(session) -> PgLockSession | FileLockSession:
         url = current_app.config["LOCK_DATABASE_URL"]
     config = current_app.config
     return lock_session(url, config["INSTANCE_NAME"], server_options(config),
-                        client_keepalives(config))
+                        client_keepalives(config), config["LOCK_ALLOW_POOLER"])
 
 
 def try_acquire_leader(session, key: int):

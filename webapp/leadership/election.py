@@ -20,12 +20,14 @@ log = logging.getLogger("soloist.leadership")
 
 RECONNECT_MIN = 0.25
 RECONNECT_MAX = 2.0  # a restarted database is led again within seconds of accepting
+REFUSED_MAX = 60.0  # a pooler in the way is a setting to mend: no need to knock often
 
 
 class Leadership:
     """Which keys this process leads, and the moves that change it."""
 
-    def __init__(self, locks, keys: list[int], stale_seconds: float) -> None:
+    def __init__(self, locks, keys: list[int], stale_seconds: float,
+                 reconnect_max: float = RECONNECT_MAX) -> None:
         self.locks = locks
         self.keys = list(keys)
         self.stale_seconds = stale_seconds
@@ -34,6 +36,7 @@ class Leadership:
         self.online: bool | None = None
         self.offline_since: float | None = None  # monotonic time the lock session went down
         self.backoff = RECONNECT_MIN
+        self.reconnect_max = max(RECONNECT_MIN, reconnect_max)  # the longest gap between tries
         self.next_connect = 0.0
         self.pending: list[tuple] = []  # events to write once the connection is back
         self.db_now: datetime | None = None  # the database clock at the last verify
@@ -41,6 +44,7 @@ class Leadership:
         self.refused = False  # the last connect was refused by a server that is up
         # what the last polls saw of the keys another holds: their heartbeat age and term
         self.unled: dict[int, PollRow] = {}
+        self.stopping = False  # asked to stop: take no key it would hand back at once
 
     @property
     def missing(self) -> list[int]:
@@ -53,7 +57,7 @@ class Leadership:
         if self.locks.connected:
             return True
         now = time.monotonic()
-        if now < self.next_connect:
+        if now < self.next_connect or self.stopping:
             return False
         try:
             self.locks.connect()
@@ -62,7 +66,7 @@ class Leadership:
             self._went_offline(exc)
             # jittered, so a fleet that lost its database does not reconnect in lockstep
             self.next_connect = now + self.backoff * random.uniform(0.5, 1.0)
-            limit = 60.0 if isinstance(exc, TransactionPoolerError) else RECONNECT_MAX
+            limit = REFUSED_MAX if isinstance(exc, TransactionPoolerError) else self.reconnect_max
             self.backoff = min(self.backoff * 2, limit)
             return False
         self.refused = False
@@ -98,9 +102,15 @@ class Leadership:
             self.locks.record_event(key, kind, term, holder, detail, at)
             self.pending.pop(0)
 
+    def stop(self) -> None:
+        """Take no more keys: the process is stopping (a signal handler may call it)."""
+        self.stopping = True
+
     def poll(self) -> list[int]:
         """Try every missing key in one statement; evict stale holders; return keys won."""
         won: list[int] = []
+        if self.stopping:
+            return won
         for _ in self.keys:
             # an evicted session held other keys too: they are free now, so look again
             if not (self._poll_once(won) and self.missing):
@@ -133,7 +143,7 @@ class Leadership:
         not wait (the backend cannot, or it holds a key): sleep as usual.
         """
         missing = self.missing
-        if self.held or not missing or seconds <= 0:
+        if self.held or not missing or seconds <= 0 or self.stopping:
             return None
         got = self.locks.wait_for(missing[0], seconds)
         if got is None:

@@ -146,8 +146,8 @@ class FileLockSession(BaseLockSession):
             for key in held:
                 row = conn.execute(
                     "UPDATE leader_state SET heartbeat_at = ? WHERE key = ? AND holder_pid = ? "
-                    "RETURNING step_down_requested",
-                    (_now(), key, os.getpid()),
+                    "RETURNING step_down_requested AND holder = ?",  # asked of this holder
+                    (_now(), key, os.getpid(), self.name),
                 ).fetchone()
                 if row is not None:
                     result[key] = bool(row[0])
@@ -191,14 +191,20 @@ class FileLockSession(BaseLockSession):
             self._event(conn, key, kind, term, holder, detail, at)
 
     def release(self, key: int, term: int, detail: str = "") -> bool:
-        """Unlock key fully and record the release."""
+        """Record the release, then unlock key fully.
+
+        Recorded first, as on PostgreSQL: the next holder takes the key the moment it is
+        free, and must find this term closed (else it records the term as ended).
+        """
         if key not in self.fds:
             return False
-        self._drop(key)
-        with self._db() as conn:
-            conn.execute("UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL "
-                         "WHERE key = ? AND holder_pid = ?", (key, os.getpid()))
-            self._event(conn, key, "released", term, self.name, detail)
+        try:
+            with self._db() as conn:
+                conn.execute("UPDATE leader_state SET holder_pid = NULL, heartbeat_at = NULL "
+                             "WHERE key = ? AND holder_pid = ?", (key, os.getpid()))
+                self._event(conn, key, "released", term, self.name, detail)
+        finally:
+            self._drop(key)  # unlocked even when the record fails: never held unknowingly
         return True
 
     def evict_stale(self, key: int, stale_seconds: float, ours: list[int],

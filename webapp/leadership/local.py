@@ -7,8 +7,9 @@ database and the instance. The kernel drops the flock the moment its holder exit
 killed (or recycled by max_requests), and a sibling polling the file every LOCAL_POLL
 seconds takes it within milliseconds.
 
-A frozen candidate (SIGSTOP, a stuck host) keeps its flock, so it also stamps the file's
-modification time at every scheduler step: a sibling that finds the stamp older than
+A frozen candidate (SIGSTOP, a stuck host) keeps its flock, so it also stamps the file
+with the monotonic clock (CLOCK_MONOTONIC, one for the whole host, which no NTP step
+moves) at every scheduler step: a sibling that finds the stamp older than
 LEADER_STALE_SECONDS breaks the lease by renaming a new file it holds over the path
 (under a short second lock, so two siblings do not both break it). The frozen worker, on
 waking, finds the path is no longer its file, drops its lock session (its keys went
@@ -28,6 +29,7 @@ from sqlalchemy.engine import make_url
 log = logging.getLogger("soloist.locks")
 
 LOCAL_POLL = 0.05  # how often a sibling standing by tries the lease
+RECORD = 74  # bytes of the lease's record (LocalLease._write), always the same
 
 
 def lease_path(directory: str, url: str, instance: str) -> str:
@@ -47,7 +49,7 @@ class LocalLease:
         self.path = path
         self.stale_seconds = stale_seconds
         self.fd: int | None = None
-        self.offline_since: float | None = None  # as written in the lease
+        self.offline_since: float | None = None  # monotonic: lock session down since then
 
     @property
     def held(self) -> bool:
@@ -82,7 +84,7 @@ class LocalLease:
     def beat(self) -> None:
         """Stamp the lease: this candidate is alive."""
         if self.fd is not None:
-            os.utime(self.fd)
+            self._write()
 
     def release(self) -> None:
         """Stop being the candidate (a sibling takes over at its next try)."""
@@ -96,38 +98,45 @@ class LocalLease:
         return pid, age
 
     def read(self) -> tuple[int | None, float | None, float | None]:
-        """Return the lease's pid, the age of its stamp, and since when (epoch seconds) its
-        candidate has had no lock session (None: it has one, or there is no lease)."""
+        """Return the lease's pid, the age of its stamp, and for how long its candidate has
+        had no lock session (None: it has one, or there is no lease)."""
         try:
             with open(self.path, "rb") as lease:
-                age = time.time() - os.fstat(lease.fileno()).st_mtime
-                text = lease.read(64).decode("ascii", "replace").split()
+                modified = os.fstat(lease.fileno()).st_mtime
+                text = lease.read(RECORD + 64).decode("ascii", "replace").split()
         except OSError:
             return None, None, None
         pid = int(text[0]) if text and text[0].isdigit() else None
-        try:
-            offline = float(text[1]) if len(text) > 1 else None
-        except ValueError:
-            offline = None
-        return pid, age, offline
+        stamp, offline = (_number(text[2]), _number(text[3])) if len(text) > 3 else (None, None)
+        if stamp is None:  # written by an older version (a reload's overlap): its mtime
+            return pid, time.time() - modified, None
+        now = time.monotonic()  # never below 0: the stamps are rounded to the microsecond
+        return pid, max(0.0, now - stamp), None if offline is None else max(0.0, now - offline)
 
     def say_offline(self, down: float) -> None:
-        """Write in the lease since when (epoch seconds) this candidate's lock session has
-        been down (down: for how long; 0 when it is up), for its siblings' /readyz."""
+        """Write in the lease for how long (down, 0 when it is up) this candidate's lock
+        session has been down, for its siblings' /readyz."""
         if self.fd is None or bool(down) == (self.offline_since is not None):
             return  # nothing changed
-        since = time.time() - down if down else None
-        self.offline_since = since
-        text = f"{os.getpid()}\n" + (f"{since:.3f}\n" if since is not None else "")
-        os.ftruncate(self.fd, 0)
+        self.offline_since = time.monotonic() - down if down else None
+        self._write()
+
+    def _write(self) -> None:
+        """Write the whole record, one length always, in one pwrite: a sibling never reads
+        a half-written or shortened one."""
+        since = self.offline_since
+        wall = "-" if since is None else f"{time.time() - (time.monotonic() - since):.6f}"
+        mono = "-" if since is None else f"{since:.6f}"
+        # pid, then the wall-clock time it went offline (read by an older version), then
+        # the monotonic stamp and offline time this version reads
+        text = f"{os.getpid():<10}\n{wall:<20}\n{time.monotonic():<20.6f} {mono:<20}\n"
         os.pwrite(self.fd, text.encode(), 0)
 
     def _own(self, fd: int) -> None:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        os.utime(fd)
         self.fd = fd
         self.offline_since = None
+        self._write()
 
     def _break_if_stale(self) -> bool:
         """Take the lease from a holder that stopped stamping it; return whether taken."""
@@ -153,6 +162,13 @@ class LocalLease:
         log.warning("took over this instance's candidacy from worker %s, whose lease was "
                     "last stamped %.1f s ago (frozen?)", pid, age)
         return True
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:  # "-": none
+        return None
 
 
 def _same_file(fd: int, path: str) -> bool:

@@ -73,9 +73,10 @@ class PgLockSession(BaseLockSession):
     token = PG_TOKEN
 
     def __init__(self, url: str, instance: str, options: str = "",
-                 keepalives: dict | None = None) -> None:
+                 keepalives: dict | None = None, allow_pooler: bool = False) -> None:
         super().__init__(instance)
         self.url = url
+        self.allow_pooler = allow_pooler  # LOCK_ALLOW_POOLER: a session-mode pooler is fine
         self.options = options  # libpq options: the server's timeouts and keepalives
         self.keepalives = keepalives or KEEPALIVE  # the client's, and connect_timeout
         self.conn: psycopg.Connection | None = None
@@ -102,7 +103,7 @@ class PgLockSession(BaseLockSession):
         self.opened = True
         try:
             check_writable(conn)
-            check_direct_connection(conn, info, self.keepalives)
+            check_direct_connection(conn, info, self.keepalives, self.allow_pooler)
             conn.execute(f"LISTEN {WAKE_CHANNEL}")
             conn.execute(f"LISTEN {HANDOVER_CHANNEL}")
         except BaseException:
@@ -197,9 +198,10 @@ class PgLockSession(BaseLockSession):
     def heartbeat(self, keys: list[int]) -> tuple[datetime, dict[int, bool]]:
         """Stamp the heartbeat of the keys still held.
 
-        Return the database clock and {key: step_down_requested} for those keys.
+        Return the database clock and {key: step_down_requested} for those keys (a request
+        meant for another holder does not count).
         """
-        rows = self.execute(HEARTBEAT_SQL, (keys,))
+        rows = self.execute(HEARTBEAT_SQL, (keys, self.name))
         now = rows[0][2] if rows else self.execute("SELECT now()")[0][0]
         return now, {key: bool(step) for key, step, _now in rows}
 
@@ -273,30 +275,36 @@ def check_writable(conn: psycopg.Connection | None) -> None:
 
 
 def check_direct_connection(conn: psycopg.Connection, info: str,
-                            keepalives: dict | None = None) -> None:
-    """Refuse a lock connection that goes through a transaction-mode pooler.
+                            keepalives: dict | None = None, allow_pooler: bool = False) -> None:
+    """Refuse a lock connection that does not run on the backend it started on.
 
-    A direct connection reports its real backend pid at start-up. Behind a pooler
-    (which hands out its own cancel keys) look closer: in transaction mode one
-    client's consecutive statements can land on different backends, and two open
-    clients can share one backend; neither ever happens to a direct or
-    session-mode connection.
+    A direct connection reports its real backend pid at start-up, and every statement runs
+    there. A pooler hands out its own pid: refused unless the operator opted in
+    (LOCK_ALLOW_POOLER, for a session-mode pooler). Even then, look closer: in transaction
+    mode one client's consecutive statements can land on different backends, and two open
+    clients can share one backend; neither ever happens to a session-mode connection.
     """
     first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     if first == conn.info.backend_pid:
         return
+    if not allow_pooler:
+        raise TransactionPoolerError(
+            f"the lock connection goes through a pooler (it started as backend "
+            f"{conn.info.backend_pid} but runs on {first}), and a transaction-mode pooler "
+            f"breaks session advisory locks: {DIRECT_HINT}; or, if it is a session-mode "
+            "pooler, set LOCK_ALLOW_POOLER=true")
     with psycopg.connect(info, autocommit=True, **(keepalives or KEEPALIVE)) as probe:
         other = probe.execute("SELECT pg_backend_pid()").fetchone()[0]
-        second = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    if first != second or other in (first, second):
+        seen = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)]
+    if set(seen) != {first} or other == first:
         raise TransactionPoolerError(
             "the lock connection goes through a transaction-mode pooler such as PgBouncer "
-            f"(one session ran on backends {first} and {second}, another on {other}); "
-            "session advisory locks need a direct connection: set LOCK_DATABASE_URL to "
-            "the database's direct URL (on Heroku, DATABASE_URL rather than "
-            "DATABASE_CONNECTION_POOL_URL)"
-        )
+            f"(one session ran on backends {[first, *seen]}, another on {other}); "
+            f"session advisory locks need a direct connection: {DIRECT_HINT}")
 
+
+DIRECT_HINT = ("set LOCK_DATABASE_URL to the database's direct URL (on Heroku, DATABASE_URL "
+               "rather than DATABASE_CONNECTION_POOL_URL)")
 
 
 class PgView:

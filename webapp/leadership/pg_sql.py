@@ -55,12 +55,13 @@ WAIT_SQL = """
 SELECT pg_advisory_lock(%s) FROM (SELECT set_config('lock_timeout', %s, true) OFFSET 0) AS t
 """
 
+# a step-down request counts only when it was meant for this session (the holder it names)
 HEARTBEAT_SQL = f"""
 UPDATE leader_state s SET heartbeat_at = now()
 WHERE s.key = ANY(%s) AND s.holder_pid = pg_backend_pid()
   AND EXISTS (SELECT 1 FROM pg_locks l
               WHERE l.pid = pg_backend_pid() AND {ADVISORY} AND {KEY_SQL} = s.key)
-RETURNING s.key, s.step_down_requested, now()
+RETURNING s.key, s.step_down_requested AND s.holder = %s, now()
 """
 
 ACQUIRED_SQL = f"""

@@ -45,10 +45,16 @@ def request_step_down(key: SchedulerKey, expected: str, by: str) -> str:
     try:
         now = database_now()  # first: it ends the read transaction it opens
         holder = _check_holder(key, expected)
+        # for the holder the admin saw only: one that took the key meanwhile is not asked
         term = db.session.scalar(
-            sa.update(LeaderState).where(LeaderState.key == key.value)
+            sa.update(LeaderState)
+            .where(LeaderState.key == key.value, LeaderState.holder == holder,
+                   LeaderState.holder_pid.is_not(None))
             .values(step_down_requested=True).returning(LeaderState.term))
-        db.session.add(LeaderEvent(key=key.value, kind="step_down", term=term or 0,
+        if term is None:
+            raise OpsError(f"Leadership of the {key.name} key moved since you looked (its "
+                           f"record no longer names {holder}); nothing was done.")
+        db.session.add(LeaderEvent(key=key.value, kind="step_down", term=term,
                                    holder=holder, detail=f"by {by}"[:500], at=now))
         audit.record("leader.step_down", _target(key), {"holder": holder, "term": term})
         wake_scheduler(key.name)  # delivered at commit: the holder re-verifies at once

@@ -25,7 +25,7 @@ from ..db import (
 from ..extensions import db
 from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
-from ..leadership.election import RECONNECT_MIN, Leadership
+from ..leadership.election import RECONNECT_MAX, RECONNECT_MIN, Leadership
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
 from ..leadership.local import LOCAL_POLL, LocalLease, lease_path
 from ..models import LeaderEvent
@@ -60,10 +60,12 @@ class Scheduler:
         self.plugin_app = plugin_app or app
         self.tick_app.extensions["soloist.plugin_app"] = self.plugin_app
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
-                                           server_options(cfg), client_keepalives(cfg))
+                                           server_options(cfg), client_keepalives(cfg),
+                                           cfg["LOCK_ALLOW_POOLER"])
+        # reconnect at least as often as a follower polls: keys led again soon after an outage
         self.leadership = Leadership(
-            self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"]
-        )
+            self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"],
+            reconnect_max=min(RECONNECT_MAX, cfg["FOLLOWER_POLL_SECONDS"]))
         self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: plugin_tick.tick}
         self.names = {k.value: k.name for k in KEYS.values()}
         self.poll_seconds = cfg["FOLLOWER_POLL_SECONDS"]
@@ -107,10 +109,10 @@ class Scheduler:
         if down > self.stale_seconds:
             found.append(f"lock session down for {down:.0f} s")
         if self.lease is not None and not self.lease.held:  # standing by: the candidate's
-            pid, _age, since = self.lease.read()
-            if since is not None and time.time() - since > self.stale_seconds:
+            pid, _age, offline = self.lease.read()
+            if offline is not None and offline > self.stale_seconds:
                 found.append(f"this instance's candidate (worker {pid}) has had no lock "
-                             f"session for {time.time() - since:.0f} s")
+                             f"session for {offline:.0f} s")
         started = self.step_started
         if started is not None and time.monotonic() - started > self.stale_seconds * 0.75:
             found.append(f"scheduler stuck in one step for {time.monotonic() - started:.0f} s")
@@ -124,6 +126,7 @@ class Scheduler:
         does the rest.
         """
         self._stopping.set()
+        self.leadership.stop()  # a step in hand polls no more: it would hand the keys back
         self.waiter.interrupt()
         self.locks.interrupt()
 
@@ -187,22 +190,40 @@ class Scheduler:
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:
-        """Sleep up to delay; a notification or stop() wakes it early.
+        """Sleep up to delay; a notification, a key won or stop() wakes it early.
 
         A standby that holds nothing waits in the server's lock queue instead, so a key
-        whose holder goes away is taken at once rather than at the next poll.
+        whose holder goes away is taken at once rather than at the next poll. Whatever
+        the lock session does (down, failing, a wait cut short), the rest of delay is
+        slept: no path of the loop spins.
         """
-        if self.lease is not None and not self.lease.held:  # standing by on this host
-            self.waiter.wait(self.locks, delay)
-            return
+        deadline = time.monotonic() + delay
+        won, notes = self._wait_in_queue(delay)
+        rest = deadline - time.monotonic()
+        if not won and not notes and rest > 0 and not self._stopping.is_set():
+            try:
+                notes = self.waiter.wait(self.locks, rest)
+            except DB_ERRORS as exc:  # the socket broke while asleep: sleep on without it
+                self._lose_all(f"lock connection failed while waiting: {exc}")
+                self.waiter.wait(self.locks, deadline - time.monotonic())
+        self._note(won or [], notes)
+
+    def _wait_in_queue(self, delay: float) -> tuple[list[int] | None, list]:
+        """Wait for a missing key in the server's lock queue when this worker can; return
+        the keys won (None: it did not wait) and the notifications that arrived."""
+        if (self.lease is not None and not self.lease.held) or not self.locks.connected:
+            return None, []  # a sibling stands by, or the session is down: a plain sleep
         try:
             won = self.leadership.wait(delay)
-            notes = self.waiter.wait(self.locks, delay) if won is None else self.locks.notifies()
+            return won, self.locks.notifies() if won is not None else []
         except DB_ERRORS as exc:
             self._lose_all(f"lock connection failed while waiting: {exc}")
-            return
+            return None, []
+
+    def _note(self, won: list[int], notes: list) -> None:
+        """Make the keys won due now, and act on the notifications."""
         now = time.monotonic()
-        for key in won or []:
+        for key in won:
             self.due[key] = now
             self.next_poll = now  # the other keys came free with it, most likely
         for note in notes:
@@ -262,8 +283,8 @@ class Scheduler:
             self._record_pending()
             self._close_tick_connections()
             return False
-        if not lease.take():
-            return False
+        if self._stopping.is_set() or not lease.take():
+            return False  # a stopping worker does not become the candidate
         log.info("now this instance's candidate (worker %d)", os.getpid())
         self.next_poll = 0.0
         return True
