@@ -18,7 +18,7 @@ from webapp.leadership import (
     with_scheduler_leader_lock,
 )
 from webapp.leadership.base import identity, parse_identity, process_of
-from webapp.leadership.files import FileLockSession, read_holder
+from webapp.leadership.files import FileLockSession, boot_alive, boot_file, read_holder
 from webapp.leadership.keys import PLUGINS, PUBLISH, derive_key
 from webapp.leadership.pg import PgLockSession
 
@@ -211,10 +211,15 @@ def test_sqlite_file_lock_is_freed_when_its_process_dies(sqlite_url):
     try:
         assert holder.stdout.readline().strip() == "holding"
         db_file = FileLockSession(sqlite_url, "x").db_file
-        assert read_holder(db_file, PUBLISH.value)["pid"] == holder.pid
+        found = read_holder(db_file, PUBLISH.value)
+        assert found["pid"] == holder.pid
+        boot = process_of(found["application_name"])  # its claims name it by its boot id
+        assert boot_alive(db_file, boot) and not boot_alive(db_file, "notaboot")
         holder.kill()
         holder.wait()
         wait_for(lambda: read_holder(db_file, PUBLISH.value) is None, 5, "the kernel to free it")
+        assert not boot_alive(db_file, boot)  # gone with its process, whatever its pid
+        assert not boot_file(db_file, boot).exists()
     finally:
         holder.kill()
         holder.wait()

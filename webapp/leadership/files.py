@@ -36,22 +36,30 @@ def lock_file(db_file: Path, key: int) -> Path:
 def read_holder(db_file: Path, key: int) -> dict | None:
     """Return the holder recorded in key's lock file, if the lock is held."""
     path = lock_file(db_file, key)
+    if not _taken(path):
+        return None
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return None
+
+
+def _taken(path: Path, exclusive: bool = False) -> bool | None:
+    """Return whether a live process holds path's flock (None: there is no such file).
+
+    exclusive tests for any holder, a shared probe only for an exclusive one.
+    """
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = path.read_text() or "{}"
-            return json.loads(text)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    except (OSError, ValueError):
-        return None
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
     finally:
-        os.close(fd)
+        os.close(fd)  # and with it the probe's own lock
+    return False
 
 
 class FileLockSession(BaseLockSession):
@@ -297,18 +305,10 @@ def hold_boot_file(db_file: Path) -> int:
 def boot_alive(db_file: Path, boot: str) -> bool:
     """Return whether the process with boot id boot still holds its boot file."""
     path = boot_file(db_file, boot)
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    path.unlink(missing_ok=True)  # nobody holds it: that process is gone
-    return False
+    taken = _taken(path, exclusive=True)
+    if taken is False:
+        path.unlink(missing_ok=True)  # nobody holds it: that process is gone
+    return bool(taken)
 
 
 def pid_alive(pid: int) -> bool:
