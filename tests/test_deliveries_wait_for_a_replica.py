@@ -15,6 +15,7 @@ from tests.cluster import wait_for
 from tests.conftest import empty_every_table
 from tests.pgserver import throwaway_server
 from tests.support import AuthActions, make_app, migrate, text
+from webapp.config import ConfigError, load_config
 from webapp.db import database_now
 from webapp.extensions import db
 from webapp.models import Post, WebhookDelivery
@@ -159,3 +160,10 @@ def test_sqlite_never_waits(sqlite_app):
     with sqlite_app.app_context():
         assert replica.mode() == "off" and not replica.status().waits
         assert replica.stamp() is None
+
+
+def test_a_gate_setting_that_is_not_auto_on_or_off_stops_the_app():
+    assert load_config({"DELIVER_AFTER_REPLICA": " ON "})["DELIVER_AFTER_REPLICA"] == "on"
+    assert load_config({})["DELIVER_AFTER_REPLICA"] == "auto"
+    with pytest.raises(ConfigError, match="DELIVER_AFTER_REPLICA must be auto, on or off"):
+        load_config({"DELIVER_AFTER_REPLICA": "sometimes"})

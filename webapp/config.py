@@ -62,14 +62,6 @@ def env_float(env: Mapping[str, str], name: str, default: float, minimum: float)
     return value
 
 
-def env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    """Return a variable that names one of choices (the first by default)."""
-    value = env.get(name, "").strip().lower() or choices[0]
-    if value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {env[name]!r}")
-    return value
-
-
 def normalise_database_url(url: str, name: str = "DATABASE_URL") -> str:
     """Rewrite postgres:// and postgresql:// to the psycopg 3 driver; check it can be read.
 
@@ -189,6 +181,15 @@ def deadman_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def deliver_after_replica(env: Mapping[str, str]) -> str:
+    """Return whether deliveries wait for a standby's replay: auto, on or off."""
+    raw = env.get("DELIVER_AFTER_REPLICA", "auto")
+    value = raw.strip().lower() or "auto"
+    if value not in ("auto", "on", "off"):
+        raise ConfigError(f"DELIVER_AFTER_REPLICA must be auto, on or off, not {raw!r}")
+    return value
+
+
 def instance_name(env: Mapping[str, str]) -> str:
     """Name this instance from the platform's variables, else the hostname."""
     for name in (
@@ -260,7 +261,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 9, minimum=1),
         "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 5.0, 0.01),
         # an event's deliveries wait until a standby has replayed it (webapp.ops.replica)
-        "DELIVER_AFTER_REPLICA": env_choice(env, "DELIVER_AFTER_REPLICA", ("auto", "on", "off")),
+        "DELIVER_AFTER_REPLICA": deliver_after_replica(env),
         "DELIVER_AFTER_REPLICA_MAX_SECONDS": env_float(
             env, "DELIVER_AFTER_REPLICA_MAX_SECONDS", 30.0, 0.0),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),

@@ -120,7 +120,7 @@ def next_look(now: datetime, waiting_since: datetime) -> datetime:
     waits, never more than LAST_LOOK apart: no spin, and the bound is met on time.
     """
     age = max((now - waiting_since).total_seconds(), 0.0)
-    pause = timedelta(seconds=min(max(age / 4, FIRST_LOOK), LAST_LOOK))
+    pause = timedelta(seconds=min(max(age / 20, FIRST_LOOK), LAST_LOOK))
     return min(now + pause, max(waiting_since + bound(), now))
 
 

@@ -8,6 +8,10 @@ occurrence), never from a sequence, so a publication that a lossy failover undid
 and the new primary redid carries the same webhook-id and event_id, and the
 receiver drops it.
 
+Where the primary streams to a standby, a delivery is claimed only once a standby has
+replayed its event's commit (webapp.ops.replica: the fan-out stamps a WAL position on
+the rows; a lossy failover then undoes only publications no receiver heard of).
+
 Senders work per endpoint (send_endpoint, one worker thread each), so a slow or
 dead receiver delays only itself. Each attempt is a claim: the delivery is marked
 sending with a fresh claim token and the leader's (term, holder)
