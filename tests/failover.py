@@ -6,6 +6,8 @@ last commits never reach the replica: a lossy failover), promotes the replica `g
 later, and says how long the keys went unled and what a webhook receiver got.
 """
 
+import collections
+import json
 import time
 from dataclasses import dataclass, field
 
@@ -36,6 +38,7 @@ class FailoverRun:
     two_ids: dict[int, set[str]] = field(default_factory=dict)
     receipts: int = 0
     sent_again: int = 0  # posts received more than once under one id (redone, or retried)
+    twice: list[str] = field(default_factory=list)  # delivery and event ids received twice
 
 
 def caught_up(primary: PgServer, replica: PgServer) -> bool:
@@ -55,6 +58,7 @@ def run_failover(fleet: FaultFleet, receiver: HookReceiver, primary: PgServer,
     """Schedule posts over spread s; a third of the way in, lose primary; promote replica
     gap s later; wait for both keys led (up to led_within s), the posts and the receipts."""
     run = FailoverRun(lossy=lossy)
+    before = receiver.calls
     wait_for(lambda: caught_up(primary, replica), 30, "the replica to catch up")
     ids = fleet.schedule(prefix or ("lossy" if lossy else "failover"), posts, lead=2.0,
                          spread=spread)
@@ -82,8 +86,20 @@ def run_failover(fleet: FaultFleet, receiver: HookReceiver, primary: PgServer,
     run.not_received = await_receipts(receiver, ids, 30)
     run.two_ids = two_ids(receiver, ids)
     run.sent_again = sent_again(receiver, ids)
+    run.twice = received_twice(receiver, since=before)
     run.receipts = len(receiver.received())
     return run
+
+
+def received_twice(receiver: HookReceiver, since: int = 0) -> list[str]:
+    """Return every delivery id (webhook-id) and event id (the body's) receiver got twice
+    in its requests from the since-th on."""
+    seen: collections.Counter = collections.Counter()
+    for request in receiver.received()[since:]:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        seen[f"delivery {headers.get('webhook-id')}"] += 1
+        seen[f"event {json.loads(request.body).get('event_id')}"] += 1
+    return sorted(name for name, n in seen.items() if n > 1)
 
 
 def app_sessions_after(server: PgServer, dbname: str, accepting: float,

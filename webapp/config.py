@@ -181,6 +181,15 @@ def deadman_url(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def deliver_after_replica(env: Mapping[str, str]) -> str:
+    """Return whether deliveries wait for a standby's replay: auto, on or off."""
+    raw = env.get("DELIVER_AFTER_REPLICA", "auto")
+    value = raw.strip().lower() or "auto"
+    if value not in ("auto", "on", "off"):
+        raise ConfigError(f"DELIVER_AFTER_REPLICA must be auto, on or off, not {raw!r}")
+    return value
+
+
 def instance_name(env: Mapping[str, str]) -> str:
     """Name this instance from the platform's variables, else the hostname."""
     for name in (
@@ -254,6 +263,10 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # 9 attempts span about 18 hours
         "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 9, minimum=1),
         "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 5.0, 0.01),
+        # an event's deliveries wait until a standby has replayed it (webapp.ops.replica)
+        "DELIVER_AFTER_REPLICA": deliver_after_replica(env),
+        "DELIVER_AFTER_REPLICA_MAX_SECONDS": env_float(
+            env, "DELIVER_AFTER_REPLICA_MAX_SECONDS", 30.0, 0.0),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),
         "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),

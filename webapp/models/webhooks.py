@@ -71,3 +71,6 @@ class WebhookDelivery(db.Model):
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # (0023) the WAL position (bytes from 0/0) a standby must replay before it is sent:
+    # past its event's commit (webapp.ops.replica); NULL when nothing streams
+    replica_lsn: Mapped[int | None] = mapped_column(sa.BigInteger)

@@ -8,6 +8,10 @@ occurrence), never from a sequence, so a publication that a lossy failover undid
 and the new primary redid carries the same webhook-id and event_id, and the
 receiver drops it.
 
+Where the primary streams to a standby, a delivery is claimed only once a standby has
+replayed its event's commit (webapp.ops.replica: the fan-out stamps a WAL position on
+the rows; a lossy failover then undoes only publications no receiver heard of).
+
 Senders work per endpoint (send_endpoint, one worker thread each), so a slow or
 dead receiver delays only itself. Each attempt is a claim: the delivery is marked
 sending with a fresh claim token and the leader's (term, holder)
@@ -33,7 +37,7 @@ import sqlalchemy as sa
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
-from ..ops import alerts
+from ..ops import alerts, replica
 from .base import Plugin, RunContext
 from .fence import Lead
 from .hooks import new_claim
@@ -61,13 +65,18 @@ def deliver(ctx: RunContext) -> str:
 def enqueue_events(events: Iterable) -> int:
     """Add one delivery per active endpoint subscribed to each event (no commit).
 
-    events are outbox rows or HookEvents (id, topic, payload, created_at, key). Two
-    events with the same key are one event: its second delivery is not written.
+    events are outbox rows or HookEvents (id, topic, payload, created_at, key), read in
+    this transaction: its WAL position, stamped on the rows, is past their commits, and
+    the rows wait until a standby has replayed it (webapp.ops.replica). Two events with
+    the same key are one event: its second delivery is not written.
     """
     endpoints = list(db.session.scalars(sa.select(WebhookEndpoint).where(WebhookEndpoint.active)))
     rows = [_row(event, endpoint) for event in events for endpoint in endpoints
             if event.topic in endpoint.events and not _about(event, endpoint)]
     if rows:  # no conflict target: (endpoint, event) and the derived delivery id alike
+        lsn = replica.stamp()
+        for row in rows:
+            row["replica_lsn"] = lsn
         db.session.execute(insert_ignoring_conflicts(WebhookDelivery, None), rows)
     return len(rows)
 
@@ -132,7 +141,9 @@ def _lease() -> timedelta:
 
 
 def _due(now: datetime) -> sa.ColumnElement[bool]:
-    return sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now)
+    """A pending delivery whose time has come, and whose event a standby has (or the bound)."""
+    return sa.and_(WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now,
+                   replica.passes(WebhookDelivery.replica_lsn, WebhookDelivery.created_at, now))
 
 
 def _theirs(lead: Lead) -> sa.ColumnElement[bool]:
@@ -244,16 +255,32 @@ def backing_off(endpoint_id: int, at: datetime) -> bool:
 
 def due_reads(lead: Lead) -> list[sa.ColumnElement]:
     """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
-    first = _first(WebhookDelivery.status == "pending")  # or the endpoint's back-off, if later
+    pending = WebhookDelivery.status == "pending"
+    held = replica.held(WebhookDelivery.replica_lsn)
+    first = _first(pending, ~held)  # or the endpoint's back-off, if later
     later = sa.case((WebhookEndpoint.retry_at > first, WebhookEndpoint.retry_at), else_=first)
     sending = WebhookDelivery.status == "sending"
     return [sa.select(sa.func.min(later)).scalar_subquery(),
             sa.select(sa.func.min(WebhookDelivery.claimed_at)).where(sending).scalar_subquery(),
-            sa.exists().where(sending, _theirs(lead))]
+            sa.exists().where(sending, _theirs(lead)),
+            sa.select(sa.func.min(WebhookDelivery.created_at)).where(pending, held)
+            .scalar_subquery()]
 
 
-def due(values: Sequence) -> tuple[datetime | None, bool]:
-    """Return when a send or a lapsed claim is next due, and whether another leader's waits."""
-    first, claimed, earlier_term = values
+def due(values: Sequence, now: datetime) -> tuple[datetime | None, bool]:
+    """Return when a send or a lapsed claim is next due, and whether another leader's waits.
+
+    Deliveries held for a standby are looked at again soon, never at once (no spin).
+    """
+    first, claimed, earlier_term, held_since = values
     times = [t for t in (first, claimed and claimed + _lease()) if t is not None]
+    if held_since is not None:
+        times.append(replica.next_look(now, held_since))
     return min(times, default=None), bool(earlier_term)
+
+
+def held_for_replica(now: datetime) -> int:
+    """Return how many deliveries wait for a standby to replay their event now."""
+    return db.session.scalar(sa.select(sa.func.count()).where(
+        WebhookDelivery.status == "pending",
+        ~replica.passes(WebhookDelivery.replica_lsn, WebhookDelivery.created_at, now))) or 0

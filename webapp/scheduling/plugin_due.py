@@ -84,7 +84,7 @@ def look(now: datetime, lead: Lead, enabled: set[str]) -> Ahead:
     timer_values, hook_values, post_times, webhook_values = _read(enabled, lead)
     first_slot, startable, running, orphaned = timer_values
     hook_due, hooks_waiting = hooks.due(now, hook_values)
-    webhook_due, webhooks_waiting = webhooks.due(webhook_values) if webhook_values else (
+    webhook_due, webhooks_waiting = webhooks.due(webhook_values, now) if webhook_values else (
         None, False)
     times = [now + IDLE, first_slot, hook_due, webhook_due, now if startable else None]
     if running:

@@ -21,6 +21,9 @@ from ..leadership.status import find_key, shared_snapshot, snapshot
 from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
+from ..ops.replica import bound
+from ..ops.replica import status as replica_status
+from ..plugins.webhooks import held_for_replica
 
 bp = Blueprint("status", __name__, url_prefix="/status")
 
@@ -59,7 +62,9 @@ def index():
     return render_template("status/index.html", snap=snap, tl=timeline,
                            conns=_connections(snap),
                            windows=report(snap.as_of, timeline=timeline),
-                           window_minutes=int(WINDOW.total_seconds() // 60))
+                           window_minutes=int(WINDOW.total_seconds() // 60),
+                           replica=replica_status(), bound=bound().total_seconds(),
+                           held=held_for_replica(snap.as_of))
 
 
 @bp.get("/live")
