@@ -63,7 +63,8 @@ RUN_FIRST = ["test_failover", "test_every_page_browser", "test_candidates", "tes
              "test_deploys", "test_webhook_senders", "test_ops_alerts_fleet", "test_freezes",
              "test_status_browser", "test_calendar", "test_metrics_fleet", "test_hung_plugins",
              "test_deploy", "test_scheduler_thread", "test_passkeys_browser",
-             "test_frozen_process", "test_containers", "test_site_browser", "test_keyboard_browser",
+             "test_frozen_process", "test_containers", "test_handover_sends", "test_site_browser",
+             "test_keyboard_browser",
              "test_media_fleet", "test_media_browser", "test_status_phone"]
 
 
