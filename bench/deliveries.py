@@ -22,14 +22,20 @@ and prints the measured value beside issue 11's target:
   request; nobody asks the deliver timer to run early. Every post must reach the receiver
   within 60 s after the run ends, under one delivery id; up to --receipt-wait s are
   waited for.
+- handover: a receiver that takes --handover-answer s (5) to answer each request,
+  --handover-endpoints endpoints (10) with --handover-events deliveries each (5: 50 in
+  all) queued at once; once every send slot of the plugins leader has a request in flight,
+  SIGTERM to its instance (a deploy). No delivery id may reach the receiver twice, and
+  every one must reach it.
 
-    .venv/bin/python bench/deliveries.py [--only dead,hung,chaos] [--instances 2]
+    .venv/bin/python bench/deliveries.py [--only dead,hung,chaos,handover] [--instances 2]
         [--chaos-seconds 90] [--receipt-wait 120] [--seed N]
 """
 
 import argparse
 import contextlib
 import math
+import signal
 import socket
 import subprocess
 import textwrap
@@ -40,13 +46,15 @@ from common import ROOT, log, percentile, run_main
 from faults import Row, fleet_for, run_rows
 
 from tests.chaos import FLEET_ENV, SECRET, Chaos
-from tests.cluster import wait_for
+from tests.cluster import PLUGINS_KEY, wait_for
 from tests.faultkit import ADMIN, FaultFleet
+from tests.handover import queue_deliveries, received
 from tests.pgserver import PgServer
+from tests.receiver import Receiver
 from tests.support import WebSession, csrf_from
 from tests.traffic import WebhookReceiver
 
-ROWS = ("dead", "hung", "chaos")
+ROWS = ("dead", "hung", "chaos", "handover")
 ALLOW = {"WEBHOOK_ALLOW_PRIVATE": "true"}
 HUNG_PLUGINS = 8
 
@@ -376,6 +384,43 @@ def chaos_row(pg: PgServer, args: argparse.Namespace) -> Row:
     return row
 
 
+# --- a deploy with slow sends in flight ------------------------------------------------------
+
+def handover_row(pg: PgServer, args: argparse.Namespace) -> Row:
+    total = args.handover_endpoints * args.handover_events
+    row = Row(f"SIGTERM of the plugins leader with {total} slow sends queued "
+              f"({args.handover_endpoints} endpoints, each answer {args.handover_answer:g} s)",
+              "0 delivery ids received twice; every delivery received")
+    fleet = fleet_for(pg, "handover", args, **ALLOW)
+    receiver = Receiver().start()
+    receiver.answers = [float(args.handover_answer)] * (3 * total)
+    try:
+        fleet.start(args.instances, args.workers)
+        ids = queue_deliveries(fleet.url, receiver.url, args.handover_endpoints,
+                               args.handover_events)
+        slots = min(4, args.handover_endpoints)  # a process's send slots (workers.SLOTS)
+        wait_for(lambda: receiver.calls >= slots, 30, "every send slot of the leader busy")
+        leader, _pid = fleet.leader(PLUGINS_KEY)
+        in_flight, sigterm = receiver.calls, time.time()
+        leader.signal(signal.SIGTERM)
+        fleet.retire(leader)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: set(received(receiver)) == ids, total * args.handover_answer + 60,
+                     "every delivery at the receiver", interval=0.2)
+        got = received(receiver)
+        twice = sum(1 for count in got.values() if count > 1)
+        last = max(r.at for r in receiver.received())
+        row.measured = (f"{twice} delivery ids received twice; {len(set(got) & ids)}/{total} "
+                        f"received, the last {last - sigterm:.1f} s after the SIGTERM")
+        row.met = twice == 0 and set(got) == ids
+        row.notes += [f"{in_flight} requests in flight at the SIGTERM (the leader's send "
+                      f"slots); {receiver.calls} requests in all"]
+    finally:
+        close(fleet, row)
+        receiver.close()
+    return row
+
+
 # --- main -------------------------------------------------------------------------------------
 
 def parse_args() -> argparse.Namespace:
@@ -400,6 +445,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--receipt-wait", type=float, default=120.0,
                         help="s to wait for receipts once the chaos fleet has settled")
     parser.add_argument("--seed", type=int, default=None, help="chaos seed (default: random)")
+    parser.add_argument("--handover-endpoints", type=int, default=10)
+    parser.add_argument("--handover-events", type=int, default=5,
+                        help="deliveries queued to each endpoint (handover)")
+    parser.add_argument("--handover-answer", type=float, default=5.0,
+                        help="s the receiver takes to answer each request (handover)")
     args = parser.parse_args()
     args.only = [r for r in args.only.split(",") if r]
     unknown = set(args.only) - set(ROWS)
@@ -422,7 +472,7 @@ def measured_commit() -> str:
 
 def main() -> None:
     args = parse_args()
-    runners = {"dead": dead_row, "hung": hung_row, "chaos": chaos_row}
+    runners = {"dead": dead_row, "hung": hung_row, "chaos": chaos_row, "handover": handover_row}
     commit = measured_commit()
     run_rows("deliveries", runners, args, f"Deliveries at commit {commit} ({args.workers} "
              f"workers per instance, default settings, chaos seed {args.seed})", "case",

@@ -64,7 +64,8 @@ RUN_FIRST = ["test_failover", "test_every_page_browser", "test_candidates", "tes
              "test_status_browser", "test_calendar", "test_metrics_fleet", "test_hung_plugins",
              "test_deploy", "test_scheduler_thread", "test_passkeys_browser",
              "test_frozen_process", "test_long_ticks", "test_containers", "test_silent_holders",
-             "test_deliveries_wait_for_a_replica", "test_site_browser", "test_keyboard_browser",
+             "test_deliveries_wait_for_a_replica", "test_handover_sends", "test_site_browser",
+             "test_keyboard_browser",
              "test_media_fleet", "test_media_browser", "test_status_phone"]
 
 

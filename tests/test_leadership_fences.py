@@ -33,6 +33,15 @@ def noop(ctx) -> str:
     return "ran"
 
 
+STARTED: list[int] = []
+
+
+@fenced.action("counted")
+def counted(ctx) -> str:
+    STARTED.append(ctx.run_id)
+    return "ran"
+
+
 @fenced.hook("on_publish")
 def on_publish(event) -> None:
     HOOKED.append(event.id)
@@ -42,6 +51,7 @@ def on_publish(event) -> None:
 def plugged(app):
     """The app with the test plugin on, the built-ins off, and its context pushed."""
     HOOKED.clear()
+    STARTED.clear()
     registry.register(fenced)
     app.config.update(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=3)
     with app.app_context():
@@ -56,6 +66,7 @@ def lead(now: Lead) -> None:
     """Make now the plugin key's leadership, as an acquire writes it."""
     state = db.session.get(LeaderState, PLUGINS.value) or LeaderState(key=PLUGINS.value)
     state.term, state.holder, state.acquired_at = now.term, now.holder, T0
+    state.holder_pid = 4242  # an open term: a release or an eviction clears it
     db.session.add(state)
     db.session.commit()
 
@@ -210,3 +221,36 @@ def test_a_run_still_running_when_its_leader_lost_the_key_is_never_overlapped(pl
     finally:
         release.set()
         fenced.actions.pop("slow", None)
+
+
+def test_a_thawed_leader_does_not_start_a_run_its_successor_recorded_abandoned(
+        plugged, monkeypatch):
+    made, launched = timer(), []
+    lead(OLD)
+    # it froze between the claim's commit and its thread's start
+    monkeypatch.setattr(plugin_tick, "_launch", lambda *args: launched.append(args) or 1)
+    plugin_tick.tick(T0, OLD.holder, term=OLD.term)
+    monkeypatch.undo()
+    lead(NEW)  # evicted; the successor settles the run it cannot see running
+    plugin_tick.tick(T0 + timedelta(seconds=30), NEW.holder, term=NEW.term)
+    [(run_id, made_timer, slot, now, instance, old)] = launched
+    workers.execute_run(run_id, made_timer.id, "fenced.counted", {}, slot, now, instance,
+                        600.0, plugged, old)  # thawed: its thread runs at last
+    [run] = runs_of(made)
+    assert run.status == "abandoned" and STARTED == []  # its action never started
+
+
+def test_a_leader_that_handed_over_starts_no_run_it_claimed_and_settles_it_at_once(plugged):
+    made = timer()
+    lead(OLD)
+    state = db.session.get(LeaderState, PLUGINS.value)
+    run = TimerRun(timer_id=made.id, scheduled_for=T0, trigger="schedule", status="running",
+                   started_at=T0, result="", error="", instance=OLD.holder, **OLD.mark())
+    db.session.add(run)
+    state.holder_pid = None  # released (a SIGTERM) between the claim and the start
+    db.session.commit()
+    workers.execute_run(run.id, made.id, "fenced.counted", {}, T0, T0, OLD.holder, 600.0,
+                        plugged, OLD)
+    [settled] = runs_of(made)
+    assert settled.status == "abandoned" and "not started" in settled.error
+    assert STARTED == []

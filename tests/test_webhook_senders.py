@@ -104,7 +104,7 @@ def _lead(term: int, holder: str = "soloist:pytest:1:a1b2") -> Lead:
     """Make (term, holder) the plugin key's leadership, as an acquire does; return it."""
     state = db.session.get(LeaderState, PLUGINS.value) or LeaderState(
         key=PLUGINS.value, acquired_at=T0)
-    state.term, state.holder = term, holder
+    state.term, state.holder, state.holder_pid = term, holder, 4242  # an open term
     db.session.add(state)
     db.session.commit()
     return Lead(term, holder)

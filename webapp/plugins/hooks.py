@@ -8,10 +8,12 @@ alerts, webapp.alerts, go to webhook endpoints only, never to hooks).
 Rows are then claimed in batches, with a claim token and the leader's (term, holder),
 only while that is the plugin key's leadership (webapp.plugins.fence), and run in a
 worker thread that holds no transaction while plugin code runs. Every write is fenced
-by the claim: a new leadership takes the previous ones' unfinished claims at once, and
-a stale worker's late write changes nothing. A call past its
-maximum runtime is recorded as timed out and retried; the count of attempts is
-kept, and past the limit the delivery is failed and shown.
+by the claim, and each call starts with one (_start): a stale worker's late write
+changes nothing and it starts no call. A new leadership takes the previous ones'
+unfinished claims once their process is gone (or their lease is up), never while a
+leader that handed over still runs them. A call past its maximum runtime is recorded
+as timed out and retried; the count of attempts is kept, and past the limit the
+delivery is failed and shown.
 """
 
 import logging
@@ -28,7 +30,7 @@ from ..models import HookDelivery, OutboxEvent
 from ..ops.alerts import OPS_TOPICS
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
-from .fence import Lead
+from .fence import Lead, gone
 
 log = logging.getLogger("soloist.plugins.hooks")
 
@@ -91,25 +93,39 @@ def _theirs(lead: Lead) -> sa.ColumnElement[bool]:
     return lead.other(HookDelivery.claimed_term, HookDelivery.claimed_holder)
 
 
-def _stale_claim(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
-    """A running claim another may take: another leadership's, or a vanished worker's."""
+def _stale_claim(now: datetime, lead: Lead, ended: Sequence[str]) -> sa.ColumnElement[bool]:
+    """A running claim another may take: its holder's process is gone, or its lease is up.
+
+    Another leadership's batch whose process lives is left alone (a leader that handed
+    over runs it to its end); past the lease, only its calls not yet started are taken:
+    one in flight is timed out by expire(), never started twice beside itself.
+    """
     lease = now - timeout() - timedelta(seconds=30)  # a worker that vanished in this term
-    return sa.or_(_theirs(lead), HookDelivery.claimed_at < lease)
+    return sa.or_(sa.and_(_theirs(lead), HookDelivery.claimed_holder.in_(list(ended))),
+                  sa.and_(HookDelivery.claimed_at < lease, HookDelivery.started_at.is_(None)))
 
 
-def _claimable(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
+def _claimable(now: datetime, lead: Lead, ended: Sequence[str] = ()) -> sa.ColumnElement[bool]:
     return sa.or_(
         sa.and_(HookDelivery.status == "pending", HookDelivery.next_attempt_at <= now),
-        sa.and_(HookDelivery.status == "running", _stale_claim(now, lead)),
+        sa.and_(HookDelivery.status == "running", _stale_claim(now, lead, ended)),
     )
+
+
+def _gone(lead: Lead) -> list[str]:
+    """Return the holders of other leaderships' running claims whose process has ended."""
+    return gone(db.session.scalars(
+        sa.select(HookDelivery.claimed_holder).distinct()
+        .where(HookDelivery.status == "running", _theirs(lead))))
 
 
 def claim(plugin: str, now: datetime, instance: str,
           lead: Lead | None = None) -> tuple[str, list[int]]:
     """Claim a batch of due deliveries for one plugin, if lead leads; return the claim, ids."""
     lead = Lead() if lead is None else lead
+    claimable = _claimable(now, lead, _gone(lead))
     ids = list(db.session.scalars(for_update_skip_locked(
-        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, _claimable(now, lead))
+        sa.select(HookDelivery.id).where(HookDelivery.plugin == plugin, claimable)
         .order_by(HookDelivery.id).limit(CLAIM_BATCH))))
     if not ids:
         db.session.rollback()
@@ -117,7 +133,7 @@ def claim(plugin: str, now: datetime, instance: str,
     token = new_claim()
     claimed = list(db.session.scalars(
         sa.update(HookDelivery)
-        .where(HookDelivery.id.in_(ids), _claimable(now, lead), lead.holds())
+        .where(HookDelivery.id.in_(ids), claimable, lead.holds())
         .values(status="running", claimed_at=now, instance=instance[:200], claim=token,
                 started_at=None, **lead.mark())
         .returning(HookDelivery.id)))
@@ -129,7 +145,8 @@ def plugins_with_due_work(now: datetime, lead: Lead, enabled: set[str]) -> list[
     """Return the enabled plugins that have hook deliveries to run now."""
     return sorted(db.session.scalars(
         sa.select(HookDelivery.plugin)
-        .where(_claimable(now, lead), HookDelivery.plugin.in_(enabled)).distinct()))
+        .where(_claimable(now, lead, _gone(lead)), HookDelivery.plugin.in_(enabled))
+        .distinct()))
 
 
 def _fenced(delivery_id: int, token: str) -> sa.Update:

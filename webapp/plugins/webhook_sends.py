@@ -1,8 +1,9 @@
 """One attempt at one claimed webhook delivery: the signed request, the send, the outcome.
 
 webapp.plugins.webhooks claims deliveries and decides who sends; this module makes one
-attempt of a claim. The request is read and the transaction ended before the receiver
-is called; the outcome is written only while the claim still holds (a stale sender
+attempt of a claim. The claim is re-checked right before the send (still_held: a fenced
+write, the leadership included), the request is read and the transaction ended before the
+receiver is called; the outcome is written only while the claim still holds (a stale sender
 changes nothing), with the endpoint's health: a third failure in a row turns the
 endpoint failing (an ops.webhook_failing alert) and it backs off as a whole. A failed
 delivery is retried on its own schedule (retry_delay: first after WEBHOOK_RETRY_SECONDS,
@@ -26,6 +27,7 @@ from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts
 from . import signing
+from .fence import Lead
 from .net import UnsafeURL, post
 
 log = logging.getLogger("soloist.plugins.webhooks")
@@ -64,10 +66,37 @@ def retry_delay(failures: int, first: float | None = None,
 
 @dataclass(frozen=True)
 class Claim:
-    """One attempt at one delivery: only writes carrying this token count."""
+    """One attempt at one delivery: only writes carrying this token count.
+
+    lead is the leadership it was claimed under: the send is fenced by it too.
+    """
 
     delivery_id: int
     token: str
+    lead: Lead | None = None
+
+
+def _mine(claim: Claim) -> list[sa.ColumnElement[bool]]:
+    return [WebhookDelivery.id == claim.delivery_id, WebhookDelivery.claim == claim.token,
+            WebhookDelivery.status == "sending"]
+
+
+def still_held(claim: Claim, at: datetime) -> bool:
+    """Re-check the claim at the moment of the send; return whether it may be sent.
+
+    A fenced write: the claim is still this attempt's and its leadership still leads
+    (open: not handed over, not evicted). The lease starts again here. A claim whose
+    leadership has ended is handed back (pending, the attempt not counted) for the
+    successor to send at once: a leader stopping for a deploy sends nothing new.
+    """
+    fence = [] if claim.lead is None else [claim.lead.holds()]
+    held = db.session.execute(sa.update(WebhookDelivery).where(*_mine(claim), *fence)
+                              .values(claimed_at=at)).rowcount
+    if not held and fence:
+        db.session.execute(sa.update(WebhookDelivery).where(*_mine(claim)).values(
+            status="pending", claim="", attempts=WebhookDelivery.attempts - 1))
+    db.session.commit()
+    return bool(held)
 
 
 def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
@@ -89,6 +118,8 @@ def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
     """Send one claimed delivery once; record delivered, retrying, failed (or stale)."""
     timeout = setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
     status, error, final = None, "", False
+    if not still_held(claim, now()):
+        return "stale"  # taken over, superseded, or its leadership has ended: not sent
     try:
         url, body, headers, active = request(claim)
         if not active:

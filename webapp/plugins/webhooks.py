@@ -17,13 +17,16 @@ dead receiver delays only itself. Each attempt is a claim: the delivery is marke
 sending with a fresh claim token and the leader's (term, holder)
 (webapp.plugins.fence), only while that is the plugin key's leadership, and
 counted. Every write of the sender is fenced by that claim, so a stale sender
-(after a failover, or past its lease) changes nothing; a new leadership takes the
-previous ones' unfinished claims at once. Retries and the endpoint's own back-off
-are webapp.plugins.webhook_sends'; after the last attempt the delivery is `failed`
-until an admin redelivers it. Requests carry X-Soloist-Event, X-Soloist-Delivery
-and X-Soloist-Signature (sha256= HMAC of the body with the endpoint's secret).
-An endpoint's payload_format "slack" gets Slack's {"text": ...} instead of the event
-as JSON, signed the same way. ops.webhook_failing about an endpoint never goes to it.
+(after a failover, or past its lease) changes nothing, and the sender re-checks the
+claim and the leadership right before it sends (webapp.plugins.webhook_sends). A new
+leadership takes the previous ones' unfinished claims once their process is gone or
+their lease has run out, never while a leader that handed over still sends them.
+Retries and the endpoint's own back-off are webapp.plugins.webhook_sends'; after the
+last attempt the delivery is `failed` until an admin redelivers it. Requests carry
+X-Soloist-Event, X-Soloist-Delivery and X-Soloist-Signature (sha256= HMAC of the body
+with the endpoint's secret). An endpoint's payload_format "slack" gets Slack's
+{"text": ...} instead of the event as JSON, signed the same way. ops.webhook_failing
+about an endpoint never goes to it.
 """
 
 import hashlib
@@ -39,7 +42,7 @@ from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, replica
 from .base import Plugin, RunContext
-from .fence import Lead
+from .fence import Lead, gone
 from .hooks import new_claim
 from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
 
@@ -151,13 +154,26 @@ def _theirs(lead: Lead) -> sa.ColumnElement[bool]:
     return lead.other(WebhookDelivery.claimed_term, WebhookDelivery.claimed_holder)
 
 
-def _stale(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:  # another leader's, or lapsed
+def _stale(now: datetime, lead: Lead, ended: Sequence[str] = ()) -> sa.ColumnElement[bool]:
+    """A claim another sender may take: its lease has run out, or its holder's process is gone.
+
+    Another leadership's claim whose process lives is left alone until its lease ends: a
+    leader that handed over (a deploy's SIGTERM) is still sending it, and sends it once.
+    """
     return sa.and_(WebhookDelivery.status == "sending", sa.or_(
-        _theirs(lead), WebhookDelivery.claimed_at < now - _lease()))
+        WebhookDelivery.claimed_at < now - _lease(),
+        sa.and_(_theirs(lead), WebhookDelivery.claimed_holder.in_(list(ended)))))
 
 
-def _claimable(now: datetime, lead: Lead) -> sa.ColumnElement[bool]:
-    return sa.or_(_due(now), _stale(now, lead))
+def _claimable(now: datetime, lead: Lead, ended: Sequence[str] = ()) -> sa.ColumnElement[bool]:
+    return sa.or_(_due(now), _stale(now, lead, ended))
+
+
+def _gone(lead: Lead) -> list[str]:
+    """Return the holders of other leaderships' claims in flight whose process has ended."""
+    return gone(db.session.scalars(
+        sa.select(WebhookDelivery.claimed_holder).distinct()
+        .where(WebhookDelivery.status == "sending", _theirs(lead))))
 
 
 def lapsed(endpoint_id: int, now: datetime) -> bool:
@@ -181,7 +197,7 @@ def _first(*where: sa.ColumnElement[bool]) -> sa.ScalarSelect:
 
 def endpoints_due(now: datetime, lead: Lead) -> list[int]:
     """Return the endpoints with a delivery to send now, oldest waiting first (per endpoint)."""
-    stale, due = _first(_stale(now, lead)), _first(_due(now))
+    stale, due = _first(_stale(now, lead, _gone(lead))), _first(_due(now))
     return list(db.session.scalars(
         sa.select(WebhookEndpoint.id)
         .where(_ready(now), sa.or_(stale.is_not(None), due.is_not(None)))
@@ -190,9 +206,10 @@ def endpoints_due(now: datetime, lead: Lead) -> list[int]:
 
 def claim_next(endpoint_id: int, now: datetime, lead: Lead) -> Claim | None:
     """Claim the endpoint's next due delivery as one counted attempt, if lead leads."""
+    claimable = _claimable(now, lead, _gone(lead))
     found = db.session.scalar(for_update_skip_locked(
         sa.select(WebhookDelivery.id).where(WebhookDelivery.endpoint_id == endpoint_id,
-                                            _claimable(now, lead))
+                                            claimable)
         .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(1)))
     if found is None:
         db.session.rollback()
@@ -200,11 +217,11 @@ def claim_next(endpoint_id: int, now: datetime, lead: Lead) -> Claim | None:
     token = new_claim()
     claimed = db.session.execute(
         sa.update(WebhookDelivery)
-        .where(WebhookDelivery.id == found, _claimable(now, lead), lead.holds())
+        .where(WebhookDelivery.id == found, claimable, lead.holds())
         .values(status="sending", claimed_at=now, claim=token, **lead.mark(),
                 attempts=WebhookDelivery.attempts + 1)).rowcount
     db.session.commit()
-    return Claim(found, token) if claimed else None
+    return Claim(found, token, lead) if claimed else None
 
 
 # -- sending --------------------------------------------------------------------------

@@ -143,33 +143,47 @@ def expire_overdue(now: datetime) -> int:
 
 
 def settle_orphans(now: datetime, lead: Lead) -> int:
-    """Record runs claimed under another leadership whose claimer is gone as abandoned.
+    """Record running runs that nothing runs any more as abandoned; return how many.
 
-    Their leader died, or failed between claiming and starting them: no thread runs them,
-    so waiting out their maximum runtime would only skip the timer's next slots. A run
-    whose claimer still lives (it lost the key for a moment, or leads again under a new
-    nonce) may still be running: it stays in flight until it ends or times out, so a timer
-    never runs twice at once. Not counted as the timer's failures.
+    Another leadership's run whose claimer is gone: its leader died, or failed between
+    claiming and starting it. A run of this leadership that no thread of this process
+    runs: its thread ended without recording its outcome (the write failed every try).
+    Waiting out their maximum runtime would only skip the timer's next slots. A run whose
+    claimer still lives (it lost the key for a moment, or leads again under a new nonce)
+    may still be running: it stays in flight until it ends or times out, so a timer never
+    runs twice at once. A run claimed at now (this tick) is being launched: left alone;
+    so is one of this leadership whose holder names no process (the unled (0, "") of
+    ticks called by hand, which several processes may share).
+    Not counted as the timer's failures.
     """
-    orphans = db.session.execute(
+    running = db.session.execute(
         sa.select(TimerRun.id, TimerRun.started_at, TimerRun.claimed_term,
                   TimerRun.claimed_holder, Timer.plugin)
         .join(Timer, Timer.id == TimerRun.timer_id)
         .where(TimerRun.status == "running",
-               lead.other(TimerRun.claimed_term, TimerRun.claimed_holder))).all()
+               sa.or_(TimerRun.started_at.is_(None), TimerRun.started_at < now))).all()
     settled = 0
-    for run_id, started_at, term, holder, plugin in orphans:
+    for run_id, started_at, term, holder, plugin in running:
+        if (term, holder) == (lead.term, lead.holder) and process_of(holder) != boot_id():
+            continue  # a holder naming no process (ticks called by hand): which one runs it?
         if _claimer_alive(holder, delivery_tick.run_key(plugin, run_id)):
             continue
-        error = (f"Abandoned: claimed by {holder or 'an earlier leader'} (term {term}), which "
-                 "no longer leads the plugin scheduler; its outcome is unknown.")
         settled += db.session.execute(
             sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "running",
                                       lead.holds())
-            .values(status="abandoned", finished_at=now, error=error,
+            .values(status="abandoned", finished_at=now, error=_orphan_error(term, holder, lead),
                     duration_seconds=(now - (started_at or now)).total_seconds())).rowcount
     db.session.commit()
     return settled
+
+
+def _orphan_error(term: int, holder: str, lead: Lead) -> str:
+    """Say why a run nothing runs was settled, and that its outcome is unknown."""
+    if (term, holder) == (lead.term, lead.holder):
+        return ("Abandoned: its thread ended but its outcome could not be recorded (the "
+                "database could not be reached); whether its action finished is unknown.")
+    return (f"Abandoned: claimed by {holder or 'an earlier leader'} (term {term}), which "
+            "no longer leads the plugin scheduler; its outcome is unknown.")
 
 
 def _claimer_alive(holder: str, key: str) -> bool:

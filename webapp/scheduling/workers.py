@@ -15,19 +15,22 @@ import traceback
 from collections.abc import Callable
 from datetime import datetime
 
+import sqlalchemy as sa
 from flask import Flask
 
 from ..extensions import db
 from ..plugins import registry
 from ..plugins.base import RunContext
 from ..plugins.fence import Lead
-from ..timers.runs import finish_run
+from ..timers.runs import begin_run, finish_run
 
 log = logging.getLogger("soloist.workers")
 
 # Threads in flight per process, by kind of work: a kind that hangs cannot take the others'
 # places (eight hung hooks leave timer runs and webhook senders their own slots).
 SLOTS = {"run": 4, "hooks": 4, "core": 2, "send": 4}  # core: the built-in plugins' hooks
+OUTCOME_TRIES = 4  # a run's outcome write, tried on a fresh connection each time
+OUTCOME_BACKOFF = 0.25  # seconds before the second try, doubled before each next one
 
 _lock = threading.Lock()
 _threads: dict[str, threading.Thread] = {}  # key "<kind>:<plugin or endpoint>[:<id>]"
@@ -35,16 +38,16 @@ _abandoned: dict[str, threading.Thread] = {}
 
 
 def busy(key: str) -> bool:
-    """Return whether the work called key is running in this process."""
+    """Return whether the work called key is running in this process (or about to start)."""
     with _lock:
         thread = _threads.get(key)
-        return thread is not None and thread.is_alive()
+        return thread is not None and not _ended(thread)
 
 
 def free_slots(kind: str = "run") -> int:
     """Return how many more workers of kind ("run", "hooks" or "send") may start now."""
     with _lock:
-        for key in [k for k, t in _threads.items() if not t.is_alive()]:
+        for key in [k for k, t in _threads.items() if _ended(t)]:
             del _threads[key]
         return SLOTS[kind] - sum(1 for k in _threads if k.split(":", 1)[0] == kind)
 
@@ -63,8 +66,17 @@ def start(key: str, app: Flask, target: Callable[[], None]) -> None:
 
     thread = threading.Thread(target=body, name=f"soloist-{key}", daemon=True)
     with _lock:
-        _threads[key] = thread
-    thread.start()
+        _threads[key] = thread  # busy from here on: a tick never settles a run being launched
+    try:
+        thread.start()
+    except BaseException:
+        with _lock:
+            _threads.pop(key, None)
+        raise
+
+
+def _ended(thread: threading.Thread) -> bool:
+    return thread.ident is not None and not thread.is_alive()
 
 
 def abandon(key: str) -> None:
@@ -98,11 +110,17 @@ def drain(timeout: float) -> bool:
 
 def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
                 scheduled_for: datetime, started_at: datetime, instance: str,
-                max_runtime: float, app: Flask, lead: Lead | None = None) -> None:
+                max_runtime: float, app: Flask, lead: Lead) -> None:
     """Run one claimed timer run and record its outcome (called in a worker).
 
-    lead is the leadership that claimed it: what the action claims is fenced by it.
+    lead is the leadership that claimed it: the run starts only while its claim and that
+    leadership hold (begin_run), and what the action claims is fenced by it. The outcome
+    write is tried again on a fresh connection if it fails (record_outcome).
     """
+    if not begin_run(run_id, lead, started_at):
+        log.warning("timer run %s (%s) not started: its claim or leadership is gone",
+                    run_id, qualified)
+        return
     origin = time.monotonic()
     status, result, error = "succeeded", "", ""
     try:
@@ -113,9 +131,41 @@ def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
                          origin + max_runtime, lead)
         result = str(found[1].func(ctx, **params) or "")
     except Exception as exc:  # the action's failure is the run's result
-        db.session.rollback()
+        _forget_transaction()
         log.warning("timer run %s (%s) failed: %s", run_id, qualified, exc)
         status = "failed"
         error = f"{type(exc).__name__}: {exc}\n\n{traceback.format_exc()[-3000:]}"
-    finish_run(run_id, timer_id, status, result, error, started_at,
-               time.monotonic() - origin)
+    record_outcome(run_id, timer_id, status, result, error, started_at,
+                   time.monotonic() - origin)
+
+
+def record_outcome(run_id: int, timer_id: int, status: str, result: str, error: str,
+                   started_at: datetime, duration: float) -> bool:
+    """Record a run's outcome (finish_run), trying again on a fresh connection if it fails.
+
+    A connection ended under the run (a failover, an idle-in-transaction timeout, a
+    terminated backend) must not leave the run 'running': every later slot of its timer
+    would be skipped until its maximum runtime. Bounded: past the last try the run is left
+    to the leader's next tick (plugin_tick.settle_orphans). Return whether it was written.
+    """
+    for attempt in range(OUTCOME_TRIES):
+        try:
+            finish_run(run_id, timer_id, status, result, error, started_at, duration)
+            return True
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning("timer run %s: recording its outcome failed (try %d of %d): %s",
+                        run_id, attempt + 1, OUTCOME_TRIES, exc)
+            db.session().invalidate()  # the next try checks out another connection
+            if attempt + 1 < OUTCOME_TRIES:
+                time.sleep(OUTCOME_BACKOFF * 2 ** attempt)
+    log.error("timer run %s: its outcome (%s) could not be recorded; the leader's next tick "
+              "settles it", run_id, status)
+    return False
+
+
+def _forget_transaction() -> None:
+    """Roll back what a failed action left open; a connection that died under it is dropped."""
+    try:
+        db.session.rollback()
+    except sa.exc.SQLAlchemyError:
+        db.session().invalidate()

@@ -1,4 +1,5 @@
-"""Timer runs: record an outcome once, and count failures toward a timer's pause."""
+"""Timer runs: start one only under its claim, record its outcome once, and count failures
+toward a timer's pause."""
 
 import logging
 from datetime import datetime, timedelta
@@ -9,8 +10,36 @@ from ..db import wake_scheduler
 from ..extensions import db
 from ..models import Timer, TimerRun
 from ..ops import alerts
+from ..plugins.fence import Lead
 
 log = logging.getLogger("soloist.timers")
+
+NOT_STARTED = ("Abandoned: not started, its leader no longer leads the plugin scheduler "
+               "(it handed over, or was deposed, between the claim and the start).")
+
+
+def _claimed_by(run_id: int, lead: Lead) -> list[sa.ColumnElement[bool]]:
+    return [TimerRun.id == run_id, TimerRun.status == "running",
+            TimerRun.claimed_term == lead.term, TimerRun.claimed_holder == lead.holder]
+
+
+def begin_run(run_id: int, lead: Lead, at: datetime) -> bool:
+    """Return whether the run may start now: still running under lead's claim, lead leads.
+
+    A fenced write, at the moment of the side effect: a leader that was deposed (frozen,
+    then thawed) or has handed over since its claim starts nothing, and a run already
+    recorded abandoned is never started. A run it may not start is settled here, at once,
+    so its timer's next slot is not skipped while this process lives.
+    """
+    started = db.session.execute(sa.update(TimerRun).where(*_claimed_by(run_id, lead),
+                                                           lead.holds())
+                                 .values(status="running")).rowcount
+    if not started:
+        db.session.execute(sa.update(TimerRun).where(*_claimed_by(run_id, lead)).values(
+            status="abandoned", finished_at=at, error=NOT_STARTED, duration_seconds=0.0))
+        wake_scheduler("plugins")
+    db.session.commit()
+    return bool(started)
 
 
 def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
