@@ -10,12 +10,12 @@ import sqlalchemy as sa
 
 from tests.receiver import Receiver
 from webapp.extensions import db
+from webapp.leadership.fence import Lead, gone
 from webapp.leadership.keys import PLUGINS
 from webapp.models import HookDelivery, LeaderState, OutboxEvent, WebhookDelivery
 from webapp.plugins import Plugin, hooks, registry, webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook
-from webapp.plugins.fence import Lead, gone
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 # a leader that handed over and still runs (it drains its sends), and its successor

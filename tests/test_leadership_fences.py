@@ -10,14 +10,13 @@ import sqlalchemy as sa
 from tests.cluster import wait_for
 from tests.receiver import Receiver
 from webapp.extensions import db
+from webapp.leadership.fence import Lead, record_work
 from webapp.leadership.keys import PLUGINS
 from webapp.models import HookDelivery, LeaderState, OutboxEvent, Timer, TimerRun, WebhookDelivery
 from webapp.plugins import Plugin, hooks, registry, webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook
-from webapp.plugins.fence import Lead
 from webapp.scheduling import plugin_tick, workers
-from webapp.scheduling.work import record_work
 from webapp.timers import create_timer
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)

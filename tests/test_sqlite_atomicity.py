@@ -14,8 +14,8 @@ from tests.support import AuthActions, new_post, text
 from webapp import posts
 from webapp.db import sqlite_path
 from webapp.extensions import db
+from webapp.leadership.fence import Lead
 from webapp.models import OutboxEvent, Post, Timer, TimerRun
-from webapp.plugins.fence import Lead
 from webapp.scheduling import plugin_tick
 from webapp.timers import create_timer
 

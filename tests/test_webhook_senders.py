@@ -12,12 +12,12 @@ from tests.receiver import Receiver
 from tests.support import make_app
 from webapp import posts, scheduler_app
 from webapp.extensions import db
+from webapp.leadership.fence import Lead
 from webapp.leadership.keys import PLUGINS
 from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook, redeliver
-from webapp.plugins.fence import Lead
 from webapp.scheduling import delivery_tick, workers
 from webapp.scheduling.runner import Scheduler
 

@@ -38,19 +38,3 @@ class LeaderEvent(db.Model):
     holder: Mapped[str] = mapped_column(sa.String(200), default="")
     detail: Mapped[str] = mapped_column(sa.String(500), default="")
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-def leads(key: int, term: int, holder: str) -> sa.ColumnElement[bool]:
-    """Return whether (term, holder) is key's leadership now: the fence of a leader's writes.
-
-    Equality on both, not term >= current: a lossy failover can hand a term number out
-    again, but not the holder, whose lock session name carries a nonce taken at acquire.
-    And only while the term is open (holder_pid set): a release or an eviction clears it
-    in the statement that ends the term, so a leadership that handed over or was evicted
-    is fenced out at once, not only once its successor's acquire commits.
-    The unled (0, "") leads a key nobody ever led (tests, and ticks called by hand).
-    """
-    if (term, holder) == (0, ""):
-        return ~sa.exists().where(LeaderState.key == key)
-    return sa.exists().where(LeaderState.key == key, LeaderState.term == term,
-                             LeaderState.holder == holder, LeaderState.holder_pid.is_not(None))

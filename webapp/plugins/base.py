@@ -23,7 +23,7 @@ from zoneinfo import available_timezones
 from .schedules import UNITS, check_cron
 
 if TYPE_CHECKING:  # the plugin API stays free of the database
-    from .fence import Lead
+    from ..leadership.fence import Lead
 
 HOOKS = ("on_publish", "on_unpublish", "on_update")
 TOPIC_HOOKS = {"post.published": "on_publish", "post.unpublished": "on_unpublish",

@@ -6,7 +6,7 @@ event, so two leaders cannot double it) and marks the event processed in the
 same transaction (the webhooks plugin's deliveries are written there too; ops.*
 alerts, webapp.alerts, go to webhook endpoints only, never to hooks).
 Rows are then claimed in batches, with a claim token and the leader's (term, holder),
-only while that is the plugin key's leadership (webapp.plugins.fence), and run in a
+only while that is the plugin key's leadership (webapp.leadership.fence), and run in a
 worker thread that holds no transaction while plugin code runs. Every write is fenced
 by the claim, and each call starts with one (_start): a stale worker's late write
 changes nothing and it starts no call. A new leadership takes the previous ones'
@@ -26,11 +26,11 @@ from flask import current_app
 
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
+from ..leadership.fence import Lead, gone
 from ..models import HookDelivery, OutboxEvent
 from ..ops.alerts import OPS_TOPICS
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
-from .fence import Lead, gone
 
 log = logging.getLogger("soloist.plugins.hooks")
 

@@ -24,10 +24,10 @@ import sqlalchemy as sa
 from flask import current_app
 
 from ..extensions import db
+from ..leadership.fence import Lead
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts
 from . import signing
-from .fence import Lead
 from .net import UnsafeURL, post
 
 log = logging.getLogger("soloist.plugins.webhooks")

@@ -15,7 +15,7 @@ the rows; a lossy failover then undoes only publications no receiver heard of).
 Senders work per endpoint (send_endpoint, one worker thread each), so a slow or
 dead receiver delays only itself. Each attempt is a claim: the delivery is marked
 sending with a fresh claim token and the leader's (term, holder)
-(webapp.plugins.fence), only while that is the plugin key's leadership, and
+(webapp.leadership.fence), only while that is the plugin key's leadership, and
 counted. Every write of the sender is fenced by that claim, so a stale sender
 (after a failover, or past its lease) changes nothing, and the sender re-checks the
 claim and the leadership right before it sends (webapp.plugins.webhook_sends). A new
@@ -39,10 +39,10 @@ import sqlalchemy as sa
 
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
+from ..leadership.fence import Lead, gone
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, replica
 from .base import Plugin, RunContext
-from .fence import Lead, gone
 from .hooks import new_claim
 from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
 

@@ -13,9 +13,9 @@ from functools import partial
 from flask import Flask, current_app
 
 from ..db import clock
+from ..leadership.fence import Lead
 from ..ops import alerts
 from ..plugins import hooks, registry, webhooks
-from ..plugins.fence import Lead
 from . import workers
 
 log = logging.getLogger("soloist.timers")

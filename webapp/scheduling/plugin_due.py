@@ -17,9 +17,9 @@ from sqlalchemy.orm import aliased
 
 from .. import posts
 from ..extensions import db
+from ..leadership.fence import Lead
 from ..models import Timer, TimerRun
 from ..plugins import hooks, webhooks
-from ..plugins.fence import Lead
 
 IDLE = timedelta(seconds=60)
 POST_SETTLE = timedelta(seconds=0.3)

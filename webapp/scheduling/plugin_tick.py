@@ -10,7 +10,7 @@ in worker threads (webapp.scheduling.workers), never here.
 At most once per slot: a slot is claimed by inserting its timer_runs row
 (UNIQUE timer_id, scheduled_for) before anything runs; a second leader's insert
 does nothing, and a deposed leader's claim is refused by the fence (the plugin key's
-term and holder, webapp.plugins.fence). A run the claiming leadership never started,
+term and holder, webapp.leadership.fence). A run the claiming leadership never started,
 or whose process died, is settled as abandoned by the next leadership at once.
 The next slot is computed from the slot's own time, so a slow run
 never drifts the schedule.
@@ -29,17 +29,16 @@ from ..db import boot_id, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership import current_view
 from ..leadership.base import process_of
+from ..leadership.fence import Lead, record_work
 from ..leadership.keys import PLUGINS
 from ..models import Timer, TimerRun
 from ..ops import alerts
 from ..ops.freezes import is_frozen
 from ..plugins import hooks, registry
-from ..plugins.fence import Lead
 from ..plugins.schedules import Schedule
 from ..timers import ensure_default_timers
 from ..timers.runs import count_outcome, finish_run
 from . import delivery_tick, plugin_due, workers
-from .work import record_work
 
 log = logging.getLogger("soloist.timers")
 

@@ -6,11 +6,11 @@ from functools import partial
 from flask import current_app
 
 from .. import posts
+from ..leadership.fence import record_work
 from ..leadership.keys import PUBLISH
 from ..ops import alerts
 from ..ops.freezes import is_frozen
 from .pace import Pace
-from .work import record_work
 
 # Due posts that this tick could not take are row-locked by another transaction (a frozen
 # or evicted process's; the server ends it within DB_IDLE_IN_TRANSACTION_SECONDS): look

@@ -26,6 +26,7 @@ from ..extensions import db
 from ..leadership import lock_session
 from ..leadership.base import LOCK_ERRORS
 from ..leadership.election import RECONNECT_MAX, RECONNECT_MIN, Leadership
+from ..leadership.fence import record_work
 from ..leadership.keys import KEYS, PLUGINS, PUBLISH
 from ..leadership.local import LOCAL_POLL, LocalLease, lease_path
 from ..models import LeaderEvent
@@ -34,7 +35,6 @@ from ..ops.metrics import observe_tick
 from . import plugin_tick, publish, workers
 from .wakeup import Waiter
 from .watch import Watch
-from .work import record_work
 
 log = logging.getLogger("soloist.scheduler")
 

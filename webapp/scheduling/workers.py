@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from flask import Flask
 
 from ..extensions import db
+from ..leadership.fence import Lead
 from ..plugins import registry
 from ..plugins.base import RunContext
-from ..plugins.fence import Lead
 from ..timers.runs import begin_run, finish_run
 
 log = logging.getLogger("soloist.workers")

@@ -8,9 +8,9 @@ import sqlalchemy as sa
 
 from ..db import wake_scheduler
 from ..extensions import db
+from ..leadership.fence import Lead
 from ..models import Timer, TimerRun
 from ..ops import alerts
-from ..plugins.fence import Lead
 
 log = logging.getLogger("soloist.timers")
 
