@@ -17,7 +17,7 @@ from webapp.extensions import db
 from webapp.leadership.fence import Lead
 from webapp.models import OutboxEvent, Post, Timer, TimerRun
 from webapp.scheduling import plugin_tick
-from webapp.timers import create_timer
+from webapp.timers import create_timer, leader
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 
@@ -76,7 +76,7 @@ def test_a_timer_claim_that_cannot_advance_the_timer_leaves_no_run(sqlite_app):
         timer_id, due = timer.id, timer.next_run_at
         fail_on("timers", "UPDATE")
         with pytest.raises(sa.exc.IntegrityError, match="boom"):
-            plugin_tick.claim_due(T0, "", Lead(), {"housekeeping"})
+            leader.claim_due(T0, "", Lead(), {"housekeeping"}, plugin_tick.RUNNER)
         db.session.rollback()
         assert db.session.scalars(sa.select(TimerRun).where(TimerRun.timer_id == timer_id)
                                   ).all() == []  # the slot can still be claimed

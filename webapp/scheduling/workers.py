@@ -146,7 +146,7 @@ def record_outcome(run_id: int, timer_id: int, status: str, result: str, error: 
     A connection ended under the run (a failover, an idle-in-transaction timeout, a
     terminated backend) must not leave the run 'running': every later slot of its timer
     would be skipped until its maximum runtime. Bounded: past the last try the run is left
-    to the leader's next tick (plugin_tick.settle_orphans). Return whether it was written.
+    to the leader's next tick (webapp.timers.leader.settle_orphans). Return whether it was written.
     """
     for attempt in range(OUTCOME_TRIES):
         try:
