@@ -139,7 +139,8 @@ def holder_ages(mode: str, sessions: list[LockSession], states: dict[int, Leader
     """
     if mode == "postgresql":
         rows = db.session.execute(HELD_SQL, {"keys": [k.value for k in KEYS.values()]})
-        return {key: Age(pid, recorded, max(age, 0.0)) for key, pid, recorded, age in rows}
+        return {key: Age(pid, recorded, None if age is None else max(age, 0.0))
+                for key, pid, recorded, age in rows}
     found = {}
     for session in sessions:
         for key in session.keys:
