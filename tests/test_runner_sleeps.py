@@ -36,5 +36,6 @@ def test_the_scheduler_sleeps_between_tries_while_its_database_is_away(tmp_path)
     assert used <= 0.3, f"{used:.2f} s of CPU in {RUN} s with the database away"
     # back-off capped at FOLLOWER_POLL_SECONDS: a server that is back is tried again soon
     gaps = [b - a for a, b in zip(tries, tries[1:], strict=False)]
-    # (each gap is the back-off plus the try itself, on a machine that may be busy)
-    assert len(tries) >= 3 and max(gaps) <= 0.5 + 0.25, f"connect tries {tries}, gaps {gaps}"
+    # (each gap is the back-off plus the try itself, on a machine that may be busy; uncapped,
+    # the back-off would reach RECONNECT_MAX, 2 s)
+    assert len(tries) >= 3 and max(gaps) <= 0.5 + 0.5, f"connect tries {tries}, gaps {gaps}"
