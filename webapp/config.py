@@ -217,6 +217,26 @@ def release_version(env: Mapping[str, str] | None = None) -> tuple[str, str] | N
     return None
 
 
+PURGER_SCHEMES = ("varnish+http", "fastly", "cloudflare", "purge+http", "purge+https")
+
+
+def cache_purgers(env: Mapping[str, str]) -> list[str]:
+    """Return CACHE_PURGE's purger URLs (none: nothing is purged), or raise naming a bad one."""
+    listed = [u.strip() for u in env.get("CACHE_PURGE", "").split(",") if u.strip()]
+    for url in listed:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018  (raises ValueError on a port out of range)
+        except ValueError:
+            parts = None
+        if parts is None or parts.scheme.lower() not in PURGER_SCHEMES or not parts.netloc:
+            shown = url.rpartition("@")[2] if "://" in url else url  # no password shown
+            raise ConfigError(
+                f"CACHE_PURGE lists {shown!r}: give each purger as one of "
+                f"{', '.join(s + '://…' for s in PURGER_SCHEMES)}, separated by commas")
+    return listed
+
+
 def load_config(env: Mapping[str, str] | None = None) -> dict:
     """Build the app's configuration from an environment mapping."""
     env = os.environ if env is None else env
@@ -239,6 +259,10 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # long after that a stale copy while it asks (0 and 0: ask every time, get a 304)
         "SITE_MAX_AGE_SECONDS": env_int(env, "SITE_MAX_AGE_SECONDS", 60),
         "SITE_STALE_SECONDS": env_int(env, "SITE_STALE_SECONDS", 300),
+        # where changes are purged (webapp.site.surrogate); with one, a shared cache may keep
+        # a public page this long (s-maxage) while browsers revalidate every visit
+        "CACHE_PURGE": cache_purgers(env),
+        "SITE_SHARED_MAX_AGE_SECONDS": env_int(env, "SITE_SHARED_MAX_AGE_SECONDS", 86_400),
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),

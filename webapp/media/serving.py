@@ -18,7 +18,7 @@ from werkzeug.http import parse_etags
 
 from ..headers import HEADERS
 from ..models import MediaFile, MediaVariant
-from ..site import revalidation
+from ..site import revalidation, surrogate
 
 PATH = re.compile(r"^/media/([0-9a-f]{64})/(orig|[1-9][0-9]{1,4})\.(jpg|png|webp|gif)$")
 CACHE_CONTROL = "public, max-age=31536000, immutable"
@@ -52,10 +52,15 @@ def etag(sha256: str, variant: str) -> str:
 
 def served_headers(tag: str, content_type: str | None = None,
                    length: int | None = None) -> list[tuple[str, str]]:
-    """Return the headers of a served file (of its 304 when content_type is None)."""
+    """Return the headers of a served file (of its 304 when content_type is None).
+
+    A 200 carries the file's surrogate key (its ETag starts with the address): removing
+    the file purges every width. A 304 leaves a kept copy's keys as they are.
+    """
     headers = [("ETag", tag), ("Cache-Control", CACHE_CONTROL), *HEADERS.items()]
     if content_type is not None:
-        headers += [("Content-Type", content_type), ("Content-Length", str(length))]
+        headers += [("Content-Type", content_type), ("Content-Length", str(length)),
+                    *surrogate.headers([surrogate.media_key(tag.strip('"'))])]
     return headers
 
 

@@ -61,11 +61,15 @@ from .previews import (
 )
 from .queries import (
     COUNT_CAP,
+    LISTING,
     PUBLISHED_POST_VALIDATORS,
     PostPage,
     api_page,
+    hidden_post,
     late,
     list_posts,
+    listing,
+    lists_change_at,
     published_by_slug,
     published_page,
     published_post,
@@ -76,13 +80,14 @@ from .queries import (
 
 __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
-    "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
+    "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "ChangeState",
     "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
     "upcoming_changes",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
-    "create_post", "get_post", "hold_due", "is_slug", "late", "list_posts", "live_links",
+    "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",
+    "listing", "lists_change_at", "live_links",
     "next_due", "next_due_reads", "preview_for_token", "Preview", "publish_due",
     "publish_now",
     "published_by_slug", "published_page", "published_post",

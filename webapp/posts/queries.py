@@ -7,8 +7,13 @@ import sqlalchemy as sa
 from sqlalchemy.orm import defer
 
 from ..extensions import db
-from ..models import Post, SiteState
+from ..models import Post, ScheduledChange, SiteState, UTCDateTime
 from ..site import state
+from .lifecycle import next_due_reads
+
+# the database clock, read with a public page's row: how long the page may be kept is
+# measured from it (webapp.site.httpcache.Keep)
+DB_NOW = sa.type_coerce(sa.func.now(), UTCDateTime).label("db_now")
 
 
 def _like(text: str) -> str:
@@ -122,8 +127,14 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
 
 
 def _published_at_slug(*columns: sa.ColumnElement) -> sa.Select:
-    """Return a read of columns of the published post at :slug, the site's row beside them."""
+    """Return a read of columns of the published post at :slug, the site's row beside them.
+
+    With when the page turns wrong next (unpublish_at, next_change) and the clock (db_now).
+    """
+    next_change = (sa.select(sa.func.min(ScheduledChange.apply_at))
+                   .where(ScheduledChange.post_id == Post.id).scalar_subquery())
     return (sa.select(*columns, Post.version.label("post_version"), Post.updated_at,
+                      Post.unpublish_at, next_change.label("next_change"), DB_NOW,
                       *state.columns())
             .outerjoin(SiteState, SiteState.id == SiteState.ROW)
             .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
@@ -134,6 +145,33 @@ PUBLISHED_POST = _published_at_slug(Post.id, Post.title, Post.slug, Post.body,
                                     Post.published_at)
 # what a post page validates against (webapp.views.site.post_validators), nothing to render
 PUBLISHED_POST_VALIDATORS = _published_at_slug(Post.id)
+
+
+# what a list (the home, the feed) validates against: the site's row (None columns when
+# there is none yet), the next publish, takedown and change of any post, and the clock
+_ONE_ROW = sa.select(sa.literal(1).label("one")).subquery("one_row")
+LISTING = (sa.select(*state.columns(), *(read.label(name) for read, name in zip(
+    next_due_reads(), ("next_publish", "next_unpublish", "next_change"), strict=True)), DB_NOW)
+    .select_from(_ONE_ROW.outerjoin(SiteState, SiteState.id == SiteState.ROW)))
+# the post at :slug that is not live, for its 404: its id and when it is due, if scheduled
+HIDDEN_POST = sa.select(Post.id, Post.status, Post.publish_at, DB_NOW).where(
+    Post.slug == sa.bindparam("slug"), Post.status != "published")
+
+
+def listing() -> sa.Row:
+    """Return the site's row with the next moments any post changes (LISTING), in the session."""
+    return db.session.execute(LISTING).one()
+
+
+def lists_change_at(row: sa.Row) -> datetime | None:
+    """Return when the public lists next change from a LISTING row (None: nothing is due)."""
+    return min((t for t in (row.next_publish, row.next_unpublish, row.next_change)
+                if t is not None), default=None)
+
+
+def hidden_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | None:
+    """Return the post at slug the public may not see (HIDDEN_POST), None if there is none."""
+    return (conn or db.session.connection()).execute(HIDDEN_POST, {"slug": slug}).one_or_none()
 
 
 def published_by_slug(slug: str) -> Post | None:

@@ -1,22 +1,34 @@
 """HTTP caching of public pages: validators, 304s before rendering, Cache-Control for a CDN.
 
 A public page is the same for every anonymous reader, so a CDN or a browser may keep it
-(`public, max-age=SITE_MAX_AGE_SECONDS, stale-while-revalidate=SITE_STALE_SECONDS`) and
-ask again with If-None-Match / If-Modified-Since; the view reads its validators (one
+and ask again with If-None-Match / If-Modified-Since; the view reads its validators (one
 query) and answers 304 without rendering when they still match. A signed-in viewer's
 page carries their email and an Edit link: `private, no-cache`, no validators, so no
 shared cache keeps it and no 304 can stand in for it after they sign out.
+
+How long (cache_control): with no purger (CACHE_PURGE empty) nothing tells a cache a
+page changed, so every copy is short-lived: `public, max-age=SITE_MAX_AGE_SECONDS,
+stale-while-revalidate=SITE_STALE_SECONDS`. With a purger, a change purges the shared
+cache's copies (webapp.site.surrogate names them), so it may keep a page a day
+(`s-maxage=SITE_SHARED_MAX_AGE_SECONDS`), while a browser, which no purge reaches,
+asks every visit (`max-age=0`: a 304 from the cache's copy, cheap).
+
+Either way nothing is kept past a moment the page is known to turn wrong (Keep.until: a
+scheduled post goes live, a live one is taken down, a scheduled change is swapped in):
+the lifetime ends then, with no stale-while-revalidate, and a page due to change within
+the second (or overdue: the publish leader is at it) is `no-cache`.
 """
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from flask import Flask, Response, current_app, request
 from werkzeug.http import parse_date, parse_etags, quote_etag
 
 from ..headers import HEADERS
+from . import surrogate
 
 # Last-Modified has whole seconds: a change later in the same second would not move it.
 # A page changed this recently is sent without it (its ETag still validates it).
@@ -25,17 +37,53 @@ log = logging.getLogger("soloist.httpcache")
 
 
 @dataclass(frozen=True)
+class Keep:
+    """How a public answer may be kept: its surrogate keys, and until when it is right.
+
+    until: the next moment it is known to turn wrong (None: none known); now: the
+    database clock read with it, which until is measured from.
+    """
+
+    keys: tuple[str, ...] = ()
+    until: datetime | None = None
+    now: datetime | None = None
+    purged_or_until: bool = False  # a 404: with no purger, kept only when until is known
+
+    def seconds_left(self) -> int | None:
+        """Return the whole seconds until the answer turns wrong (0 when due), None if never."""
+        if self.until is None:
+            return None
+        now = self.now or datetime.now(UTC)
+        return max(0, int((self.until - now).total_seconds()))
+
+
+@dataclass(frozen=True)
 class Validators:
     """What a page validates against: an ETag (sent weak) and when it last changed."""
 
     etag: str
     last_modified: datetime | None = None
+    keep: Keep = Keep()
 
 
-def cache_control() -> str:
-    """Return the Cache-Control of a public page from the settings."""
+def cache_control(keep: Keep = Keep()) -> str:
+    """Return the Cache-Control of a public answer kept as keep says, from the settings."""
     config = current_app.config
-    max_age, stale = config["SITE_MAX_AGE_SECONDS"], config["SITE_STALE_SECONDS"]
+    left = keep.seconds_left()
+    stale = config["SITE_STALE_SECONDS"] if left is None else 0
+
+    def bounded(seconds: int) -> int:
+        return seconds if left is None else min(seconds, left)
+
+    if config["CACHE_PURGE"]:
+        shared = bounded(config["SITE_SHARED_MAX_AGE_SECONDS"])
+        if not shared:
+            return "public, no-cache"
+        return f"public, max-age=0, s-maxage={shared}" + (
+            f", stale-while-revalidate={stale}" if stale else "")
+    if keep.purged_or_until and left is None:
+        return "no-cache"
+    max_age = bounded(config["SITE_MAX_AGE_SECONDS"])
     if not max_age and not stale:
         return "public, no-cache"
     return f"public, max-age={max_age}" + (f", stale-while-revalidate={stale}" if stale else "")
@@ -80,13 +128,30 @@ def headers_match(validators: Validators, if_none_match: str | None,
 
 
 def public(response: Response, validators: Validators) -> Response:
-    """Mark a response cacheable by anyone, with its validators."""
+    """Mark a response cacheable by anyone, with its validators and (not a 304) its keys."""
     response.set_etag(validators.etag, weak=True)
     modified = _settled(validators.last_modified)
     if modified is not None:
         response.last_modified = modified
-    response.headers["Cache-Control"] = cache_control()
+    return kept(response, validators.keep)
+
+
+def not_found(response: Response, keep: Keep) -> Response:
+    """Mark a public 404 cacheable as keep says, if a purger will drop it or until it is due.
+
+    Without a purger a 404 that may turn into the page at any moment (a draft published,
+    a URL a new post takes) is kept by no cache, as a page's 200 may be for a while:
+    readers who got it once would not see the page appear.
+    """
+    return kept(response, replace(keep, purged_or_until=True))
+
+
+def kept(response: Response, keep: Keep) -> Response:
+    """Mark a response (a 404 too) cacheable by anyone as keep says, under its keys."""
+    response.headers["Cache-Control"] = cache_control(keep)
     response.vary.add("Cookie")  # a signed-in viewer's copy differs (and is private)
+    if response.status_code != 304:  # a 304 leaves the copy's keys as they are
+        surrogate.tag(response, keep.keys)
     return response
 
 
@@ -99,6 +164,8 @@ def private(response: Response) -> Response:
     """Mark a response for the viewer's own browser only, asked again every time."""
     response.headers["Cache-Control"] = "private, no-cache"
     response.vary.add("Cookie")
+    for name in ("Surrogate-Key", "Cache-Tag"):  # the page rendered may have named its keys
+        response.headers.pop(name, None)
     return response
 
 
@@ -147,6 +214,6 @@ class RevalidateFirst:
                     validators, environ.get("HTTP_IF_NONE_MATCH"),
                     environ.get("HTTP_IF_MODIFIED_SINCE")):
                 return None
-            control = cache_control()
+            control = cache_control(validators.keep)
         return [("ETag", quote_etag(validators.etag, weak=True)), ("Cache-Control", control),
                 ("Vary", "Cookie"), *HEADERS.items()]

@@ -2,8 +2,10 @@
 
 from flask import Blueprint, Response, abort, flash, redirect, render_template, url_for
 
+from .. import posts
 from ..accounts.security import role_required
 from ..plugins import hooks, registry, sitemap
+from ..site import httpcache, surrogate
 
 bp = Blueprint("plugins", __name__)
 
@@ -33,10 +35,16 @@ def switch(name: str, change: str):
 
 @bp.get("/sitemap.xml")
 def sitemap_xml():
-    """Serve the sitemap the sitemap plugin last stored (any instance can)."""
+    """Serve the sitemap the sitemap plugin last stored (any instance can).
+
+    Public, under its key, kept no longer than the lists (until any post's next change).
+    """
     stored = sitemap.load()
     if stored is None:
         abort(404)
     xml = render_template("plugins/sitemap.xml", entries=stored["entries"],
                           root=url_for("site.index", _external=True).rstrip("/"))
-    return Response(xml, mimetype="application/xml")
+    due = posts.listing()
+    keep = httpcache.Keep(surrogate.keys_for("sitemap"), posts.lists_change_at(due),
+                          due.db_now)
+    return httpcache.kept(Response(xml, mimetype="application/xml"), keep)

@@ -16,6 +16,7 @@ from flask import (
     Response,
     abort,
     current_app,
+    g,
     jsonify,
     make_response,
     render_template,
@@ -27,7 +28,7 @@ from flask_login import current_user
 from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
-from ..site import httpcache, markdown, revalidation, state, xmltext
+from ..site import httpcache, markdown, revalidation, state, surrogate, xmltext
 
 bp = Blueprint("site", __name__)
 
@@ -67,6 +68,7 @@ def _respond(validators: httpcache.Validators, render: Callable[[], str | Respon
 
     per_reader: the page shows who is signed in (base.html); the feed does not.
     """
+    g.public_keep = validators.keep  # for the 404 render may end in (_answers_not_kept)
     if per_reader and current_user.is_authenticated:
         return httpcache.private(make_response(render()))
     if httpcache.matches(validators):
@@ -91,23 +93,48 @@ def _page_number() -> int:
     return page
 
 
+def _first(*moments: datetime | None) -> datetime | None:
+    return min((m for m in moments if m is not None), default=None)
+
+
 def post_validators(found) -> httpcache.Validators:
-    """Return what a post page validates against: the post's version and the settings'."""
+    """Return what a post page validates against: the post's version and the settings'.
+
+    Kept under the post's keys until its takedown or its next scheduled change.
+    """
     site = state.info(found)
     changed = max(t for t in (found.updated_at, site.settings_changed_at) if t is not None)
+    keep = httpcache.Keep(surrogate.keys_for("post", found.id),
+                          _first(found.unpublish_at, found.next_change), found.db_now)
     return httpcache.Validators(_etag("p", site.settings_version, site.settings_changed_at,
-                                      found.id, found.post_version, found.updated_at), changed)
+                                      found.id, found.post_version, found.updated_at),
+                                changed, keep)
 
 
-def listing_validators(kind: str, site: state.SiteInfo, *parts) -> httpcache.Validators:
+def listing_validators(kind: str, row, *parts) -> httpcache.Validators:
     """Return what the index (kind "i", parts the page) or the feed ("f") validates against.
 
-    A page of the index past the first may not exist (404), which these validators cannot
-    tell: it has no Last-Modified, so only its ETag, from a copy it served, makes a 304.
+    row: posts.LISTING read. A page of the index past the first may not exist (404), which
+    these validators cannot tell: it has no Last-Modified, so only its ETag, from a copy
+    it served, makes a 304. Kept until any post's next publish, takedown or change.
     """
-    deep = kind == "i" and parts and parts[0] != 1
+    site, deep = state.info(row), kind == "i" and parts and parts[0] != 1
+    keep = httpcache.Keep(surrogate.keys_for("home" if kind == "i" else "feed"),
+                          posts.lists_change_at(row), row.db_now)
     return httpcache.Validators(_etag(kind, site.version, site.changed_at, *parts),
-                                None if deep else site.changed_at)
+                                None if deep else site.changed_at, keep)
+
+
+def missing_keep(hidden) -> httpcache.Keep:
+    """Return how the 404 at a post's URL may be kept: posts.hidden_post's row, or None.
+
+    A scheduled post's until it is due; a draft's or a taken-down post's until an editor
+    publishes it (its key is purged then); a URL no post has, until a post joins the list.
+    """
+    if hidden is None:
+        return httpcache.Keep(surrogate.keys_for("unknown"))
+    due = hidden.publish_at if hidden.status == "scheduled" else None
+    return httpcache.Keep(surrogate.keys_for("missing", hidden.id), due, hidden.db_now)
 
 
 @bp.get("/")
@@ -115,17 +142,20 @@ def index():
     """List published posts newest first, with excerpts, 20 a page; past the last page, 404."""
     page = _page_number()
     read_without_transaction()
-    site = state.current()
+    listed = posts.listing()
+    site = state.info(listed)
 
-    def render() -> str:
+    def render() -> Response:
         found = posts.published_page(page, PAGE_SIZE)
         if page > 1 and not found:
             abort(404)
         entries = [(row, markdown.excerpt(row.lead)) for row in found[:PAGE_SIZE]]
-        return render_template("site/index.html", site=site, entries=entries, page=page,
+        html = render_template("site/index.html", site=site, entries=entries, page=page,
                                has_next=len(found) > PAGE_SIZE)
+        return surrogate.tag(make_response(html), surrogate.keys_for(
+            "home", listed=[row.id for row, _ in entries]))
 
-    return _respond(listing_validators("i", site, page), render)
+    return _respond(listing_validators("i", listed, page), render)
 
 
 @bp.get("/posts/<slug>")
@@ -136,6 +166,8 @@ def post(slug: str):
     else:  # a reader: one autocommit read, no session transaction to begin and end
         with autocommit_connection() as conn:
             found = posts.published_post(slug, conn)
+            if found is None:
+                g.public_keep = missing_keep(posts.hidden_post(slug, conn))
     if found is None:
         abort(404)
     return _respond(post_validators(found), lambda: _post_page(found))
@@ -156,7 +188,8 @@ def _post_page(found) -> str:
 def feed():
     """Serve the latest published posts as an Atom feed."""
     read_without_transaction()
-    site = state.current()
+    listed = posts.listing()
+    site = state.info(listed)
 
     def render() -> Response:
         entries = [(p, markdown.render(p.body, media.describe_images(p.body)))
@@ -164,14 +197,22 @@ def feed():
         # when readers last saw a change (an unpublished post too), else the newest entry's
         updated = site.changed_at or max((p.updated_at for p, _ in entries), default=None)
         xml = render_template("site/feed.xml", site=site, entries=entries, updated=updated)
-        return Response(xml, mimetype="application/atom+xml")
+        return surrogate.tag(Response(xml, mimetype="application/atom+xml"),
+                             surrogate.keys_for("feed", listed=[p.id for p, _ in entries]))
 
-    return _respond(listing_validators("f", site), render, per_reader=False)
+    return _respond(listing_validators("f", listed), render, per_reader=False)
 
 
 @bp.after_request
 def _answers_not_kept(response: Response) -> Response:
-    """Keep a public 404 out of caches: a scheduled post's URL answers 200 the moment it is due."""
+    """Keep a public 404 no longer than it is right: a scheduled post's until it is due.
+
+    Any other error, and any 404 a signed-in viewer gets, is kept by no cache.
+    """
+    keep = g.get("public_keep")
+    if response.status_code == 404 and keep is not None and not (
+            current_user.is_authenticated and request.endpoint != "site.feed"):
+        return httpcache.not_found(response, keep)
     if response.status_code >= 400:
         response.headers.setdefault("Cache-Control", "no-cache")
     return response
@@ -189,19 +230,15 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
     page = page_number(query.get("page", ["1"])[0]) if set(query) <= {"page"} else None
     try:
         if path == "/feed.xml" and not query:
-            return listing_validators("f", _site())
+            return listing_validators("f", revalidation.read(posts.LISTING))
         if path == "/" and page is not None:
-            return listing_validators("i", _site(), page)
+            return listing_validators("i", revalidation.read(posts.LISTING), page)
         if slug != path and posts.is_slug(slug) and not query:  # anything else: the app's 404
             found = revalidation.read(posts.PUBLISHED_POST_VALIDATORS, slug=slug)
             return None if found is None else post_validators(found)
     except revalidation.Unavailable:
         return None
     return None
-
-
-def _site() -> state.SiteInfo:
-    return state.info(revalidation.read(state.CURRENT))
 
 
 def init_app(app: Flask) -> None:
