@@ -4,7 +4,8 @@ feed readers' links, the largest paint, structured data and compression."""
 import re
 from datetime import UTC, datetime, timedelta
 
-from tests.support import new_post, text
+from tests.support import make_app, new_post, text
+from webapp.extensions import db
 
 # stored times carry microseconds, which HTML's date strings cannot hold
 T0 = datetime(2026, 3, 29, 9, 0, 5, 123456, tzinfo=UTC)
@@ -19,3 +20,22 @@ def test_no_time_on_a_public_page_carries_a_fraction_of_a_second(app):
     stamps = [s for page in pages for s in re.findall(r'<time datetime="([^"]*)"', page)]
     assert len(stamps) == 22 and "2026-03-29T09:03:05Z" in stamps
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", s) for s in stamps), stamps
+
+
+def test_robots_txt_names_the_sitemap_on_site_url_never_the_host_asked_for(pg_url):
+    app = make_app(pg_url, SITE_URL="https://news.example.com/blog")
+    client = app.test_client()
+    answer = client.get("/robots.txt", base_url="http://evil.test")
+    assert answer.status_code == 200 and answer.mimetype == "text/plain"
+    assert "Sitemap: https://news.example.com/blog/sitemap.xml\n" in text(answer)
+    assert "evil.test" not in text(answer) and "User-agent: *" in text(answer)
+    assert answer.headers["Cache-Control"].startswith("public, max-age=")
+    again = client.get("/robots.txt", headers={"If-None-Match": answer.headers["ETag"]})
+    assert again.status_code == 304
+    with app.app_context():
+        db.engine.dispose()
+
+
+def test_robots_txt_names_no_sitemap_without_site_url(app):
+    answer = text(app.test_client().get("/robots.txt", base_url="http://evil.test"))
+    assert "Sitemap:" not in answer and "evil.test" not in answer
