@@ -1,10 +1,12 @@
 """What the outside judges check on the public pages: valid HTML, search engines' needs,
 feed readers' links, the largest paint, structured data and compression."""
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 
-from tests.support import make_app, new_post, text
+from tests.support import make_app, new_post, post_form, text
+from tests.test_site_pages import meta
 from webapp.extensions import db
 
 # stored times carry microseconds, which HTML's date strings cannot hold
@@ -39,3 +41,18 @@ def test_robots_txt_names_the_sitemap_on_site_url_never_the_host_asked_for(pg_ur
 def test_robots_txt_names_no_sitemap_without_site_url(app):
     answer = text(app.test_client().get("/robots.txt", base_url="http://evil.test"))
     assert "Sitemap:" not in answer and "evil.test" not in answer
+
+
+def test_without_a_description_search_engines_get_a_true_sentence_not_an_empty_one(app, auth):
+    app.config.update(SITE_NAME="Harbour News", SITE_DESCRIPTION="")
+    new_post(app, "Only a picture", slug="picture", status="published", published_at=T0,
+             body="# Just a heading")
+    reader = app.test_client()
+    index, post = text(reader.get("/")), text(reader.get("/posts/picture"))
+    said = "The latest posts from Harbour News."
+    assert meta(index, "description") == meta(index, "og:description") == said
+    assert 'class="site-description"' not in index  # the page itself claims nothing more
+    assert meta(post, "description") == meta(post, "og:description") == "Only a picture"
+    assert said in html.unescape(text(auth.client("admin").get("/admin/site/")))
+    post_form(auth.client("admin"), "/admin/site/", {"name": "", "description": "From the quay"})
+    assert meta(text(reader.get("/")), "description") == "From the quay"

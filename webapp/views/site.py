@@ -149,7 +149,7 @@ def _post_page(found) -> str:
         first, dict) else first
     return render_template("site/post.html", site=state.info(found), post=found,
                            body=markdown.render(found.body, images), og_image=og_image,
-                           description=markdown.excerpt(found.body))
+                           description=markdown.excerpt(found.body) or found.title)
 
 
 @bp.get("/feed.xml")
