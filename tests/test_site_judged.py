@@ -3,10 +3,13 @@ feed readers' links, the largest paint, structured data and compression."""
 
 import html
 import re
+import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
+from tests import media_files as made
 from tests.support import make_app, new_post, post_form, text
-from tests.test_site_pages import meta
+from tests.test_media import upload
+from tests.test_site_pages import ATOM, meta
 from webapp.extensions import db
 
 # stored times carry microseconds, which HTML's date strings cannot hold
@@ -56,3 +59,18 @@ def test_without_a_description_search_engines_get_a_true_sentence_not_an_empty_o
     assert said in html.unescape(text(auth.client("admin").get("/admin/site/")))
     post_form(auth.client("admin"), "/admin/site/", {"name": "", "description": "From the quay"})
     assert meta(text(reader.get("/")), "description") == "From the quay"
+
+
+def test_the_feeds_images_and_links_are_absolute_for_a_reader_away_from_the_site(app, auth):
+    editor = auth.client("editor")
+    image = upload(editor, made.jpeg((1200, 800)), alt="Quay").get_json()
+    new_post(app, "Boats", slug="boats", status="published", published_at=T0,
+             body=f"{image['markdown']}\n\nSee [the last one](/posts/last) or [this](#here).")
+    feed = ET.fromstring(app.test_client().get("/feed.xml").data)
+    content = feed.find(f"{ATOM}entry/{ATOM}content").text
+    base = f"http://localhost/media/{image['sha256']}/"
+    assert f'<img src="{base}orig.jpg" srcset="{base}480.jpg 480w, {base}960.jpg 960w, ' \
+           f'{base}orig.jpg 1200w"' in content
+    assert 'href="http://localhost/posts/last"' in content
+    assert 'href="http://localhost/posts/boats#here"' in content
+    assert '"/' not in content  # nothing left for a feed reader to resolve

@@ -8,6 +8,7 @@ javascript: link survives, whatever the parser lets through.
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urljoin
 
 import nh3
 from markdown_it import MarkdownIt
@@ -83,6 +84,28 @@ def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo]) -> str
                        + [f"{base}orig.{info.ext} {info.width}w"])
     return (f'{match.group(0)} srcset="{srcset}" sizes="{SIZES}" width="{info.width}" '
             f'height="{info.height}" loading="lazy" decoding="async"')
+
+
+# a tag of the sanitised HTML (text escapes < and >, attribute values > and "), its addresses
+TAG = re.compile(r"<[a-z][a-z0-9]*\s[^<>]*>")
+ADDRESS = re.compile(r'\s(src|href|srcset)="([^"]*)"')
+
+
+def absolute(html: str, base: str) -> Markup:
+    """Return rendered HTML with every address absolute, resolved against base (a URL).
+
+    For HTML read away from its page, where nothing resolves "/media/…": a feed reader.
+    """
+    def address(match: re.Match) -> str:
+        name, value = match.groups()
+        if name == "srcset":  # "url 480w, url 960w": ours, whose URLs hold no comma
+            value = ", ".join(urljoin(base, url) + rest for url, rest in (
+                re.match(r"(\S*)(.*)", part.strip()).groups() for part in value.split(",")))
+        else:
+            value = urljoin(base, value)
+        return f' {name}="{value}"'
+
+    return Markup(TAG.sub(lambda tag: ADDRESS.sub(address, tag.group(0)), str(html)))  # noqa: S704
 
 
 EXCERPT_CHARACTERS = 240

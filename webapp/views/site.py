@@ -23,6 +23,7 @@ from flask import (
     url_for,
 )
 from flask_login import current_user
+from markupsafe import Markup
 
 from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
@@ -214,6 +215,13 @@ def init_app(app: Flask) -> None:
 def xml_text(text: str) -> str:
     """Drop the characters XML cannot hold (rows stored before posts refused them)."""
     return xmltext.strip_unsafe(str(text))
+
+
+@bp.app_template_filter("absolute")
+def absolute(html: str, base: str) -> Markup:
+    """Make a rendered body's addresses absolute on base: a feed reader has no page to resolve
+    "/media/…" against."""
+    return markdown.absolute(html, base)
 
 
 @bp.get("/healthz")
