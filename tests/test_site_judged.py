@@ -69,8 +69,26 @@ def test_the_feeds_images_and_links_are_absolute_for_a_reader_away_from_the_site
     feed = ET.fromstring(app.test_client().get("/feed.xml").data)
     content = feed.find(f"{ATOM}entry/{ATOM}content").text
     base = f"http://localhost/media/{image['sha256']}/"
-    assert f'<img src="{base}orig.jpg" srcset="{base}480.jpg 480w, {base}960.jpg 960w, ' \
-           f'{base}orig.jpg 1200w"' in content
+    assert f'<img src="{base}orig.jpg" srcset="{base}480.jpg 480w, {base}640.jpg 640w, ' \
+           f'{base}960.jpg 960w, {base}orig.jpg 1200w"' in content
     assert 'href="http://localhost/posts/last"' in content
     assert 'href="http://localhost/posts/boats#here"' in content
     assert '"/' not in content  # nothing left for a feed reader to resolve
+
+
+def test_a_posts_first_image_loads_at_once_first_and_the_others_when_scrolled_to(app, auth):
+    editor = auth.client("editor")
+    first, second = (upload(editor, made.jpeg((1200, 800), color=c)).get_json()
+                     for c in ((200, 40, 40), (40, 40, 200)))
+    new_post(app, "Boats", slug="boats", status="published", published_at=T0,
+             body=f"Intro.\n\n{first['markdown']}\n\nMore.\n\n{second['markdown']}")
+    page = text(app.test_client().get("/posts/boats"))
+    images = {sha: re.search(rf'<img src="/media/{sha}/[^>]*>', page).group(0)
+              for sha in (first["sha256"], second["sha256"])}
+    top, below = images[first["sha256"]], images[second["sha256"]]
+    assert 'fetchpriority="high"' in top and "loading=" not in top
+    assert 'loading="lazy"' in below and "fetchpriority" not in below
+    # the column is 640 px from a 680 px window up, the window less 2.5rem below it
+    sizes = 'sizes="(max-width: 42.5rem) calc(100vw - 2.5rem), 40rem"'
+    assert sizes in top and sizes in below
+    assert f"/media/{first['sha256']}/640.jpg 640w" in top  # a 640 px column at 1x takes it
