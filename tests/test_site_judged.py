@@ -2,6 +2,7 @@
 feed readers' links, the largest paint, structured data and compression."""
 
 import html
+import json
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
@@ -92,3 +93,23 @@ def test_a_posts_first_image_loads_at_once_first_and_the_others_when_scrolled_to
     sizes = 'sizes="(max-width: 42.5rem) calc(100vw - 2.5rem), 40rem"'
     assert sizes in top and sizes in below
     assert f"/media/{first['sha256']}/640.jpg 640w" in top  # a 640 px column at 1x takes it
+
+
+def test_a_post_describes_itself_to_search_engines_as_an_article_that_cannot_break_out(
+        app, auth):
+    image = upload(auth.client("editor"), made.jpeg((2000, 1000)), alt="Quay").get_json()
+    title = 'Boats </script><script>alert(1)</script> & "more"'
+    new_post(app, title, slug="boats", status="published", published_at=T0,
+             updated_at=T0 + timedelta(hours=2), body=f"Intro.\n\n{image['markdown']}")
+    answer = app.test_client().get("/posts/boats")
+    page = text(answer)
+    blocks = re.findall(r'<script type="application/ld\+json">(.*?)</script>', page, re.S)
+    assert len(blocks) == 1 and "<script>alert" not in page
+    assert json.loads(blocks[0]) == {
+        "@context": "https://schema.org", "@type": "Article", "headline": title,
+        "datePublished": "2026-03-29T09:00:05Z", "dateModified": "2026-03-29T11:00:05Z",
+        "author": {"@type": "Organization", "name": "Soloist", "url": "http://localhost/"},
+        "publisher": {"@type": "Organization", "name": "Soloist", "url": "http://localhost/"},
+        "url": "http://localhost/posts/boats", "mainEntityOfPage": "http://localhost/posts/boats",
+        "image": [f"http://localhost/media/{image['sha256']}/1600.jpg"]}
+    assert "script-src 'self'" in answer.headers["Content-Security-Policy"]  # none run

@@ -28,7 +28,7 @@ from markupsafe import Markup
 from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
-from ..site import httpcache, markdown, revalidation, state, xmltext
+from ..site import httpcache, markdown, revalidation, state, structured, xmltext
 
 bp = Blueprint("site", __name__)
 
@@ -148,7 +148,10 @@ def _post_page(found) -> str:
     first = media.first_image(found.body, images)
     og_image = url_for("media_files.serve", _external=True, **first) if isinstance(
         first, dict) else first
-    return render_template("site/post.html", site=state.info(found), post=found,
+    site = state.info(found)
+    article = structured.article(found, site.name, url_for("site.post", slug=found.slug,
+                                 _external=True), url_for("site.index", _external=True), og_image)
+    return render_template("site/post.html", site=site, post=found, article=article,
                            body=markdown.render(found.body, images), og_image=og_image,
                            description=markdown.excerpt(found.body) or found.title)
 
