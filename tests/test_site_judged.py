@@ -1,6 +1,7 @@
 """What the outside judges check on the public pages: valid HTML, search engines' needs,
 feed readers' links, the largest paint, structured data and compression."""
 
+import gzip
 import html
 import json
 import re
@@ -113,3 +114,40 @@ def test_a_post_describes_itself_to_search_engines_as_an_article_that_cannot_bre
         "url": "http://localhost/posts/boats", "mainEntityOfPage": "http://localhost/posts/boats",
         "image": [f"http://localhost/media/{image['sha256']}/1600.jpg"]}
     assert "script-src 'self'" in answer.headers["Content-Security-Policy"]  # none run
+
+
+GZIP = {"Accept-Encoding": "gzip, br"}
+
+
+def test_public_text_comes_gzipped_to_a_client_that_asks_and_plain_to_one_that_does_not(app):
+    for i in range(5):
+        new_post(app, f"Post {i}", slug=f"post-{i}", status="published", published_at=T0,
+                 body="The boats came in at dawn, as they do. " * 20)
+    client = app.test_client()
+    saved = {}
+    for url in ("/", "/posts/post-1", "/feed.xml", "/static/css/site.css"):
+        plain, packed = client.get(url), client.get(url, headers=GZIP)
+        assert "Content-Encoding" not in plain.headers, url
+        assert packed.headers["Content-Encoding"] == "gzip", url
+        assert gzip.decompress(packed.data) == plain.data, url
+        assert "Accept-Encoding" in plain.headers["Vary"] and "Accept-Encoding" in \
+            packed.headers["Vary"], url
+        assert packed.headers["ETag"].startswith('W/"'), url
+        assert int(packed.headers["Content-Length"]) == len(packed.data), url
+        saved[url] = 1 - len(packed.data) / len(plain.data)
+        again = client.get(url, headers={**GZIP, "If-None-Match": packed.headers["ETag"]})
+        again.close()  # a static file's 304 holds the file open until its answer is closed
+        assert again.status_code == 304 and again.data == b"", url
+    assert all(fraction > 0.5 for fraction in saved.values()), saved
+
+
+def test_small_answers_signed_in_pages_and_images_are_never_compressed(app, auth):
+    new_post(app, "Hello", slug="hello", status="published", published_at=T0)
+    image = upload(auth.client("editor"), made.image("PNG")).get_json()
+    reader, admin = app.test_client(), auth.client("admin")
+    small = reader.get("/robots.txt", headers=GZIP)
+    assert "Content-Encoding" not in small.headers and "Vary" not in small.headers
+    # a page with a CSRF token in it stays uncompressed (BREACH)
+    assert "Content-Encoding" not in admin.get("/posts/hello", headers=GZIP).headers
+    assert "Content-Encoding" not in admin.get("/admin/site/", headers=GZIP).headers
+    assert "Content-Encoding" not in reader.get(image["url"], headers=GZIP).headers
