@@ -44,7 +44,7 @@ def test_an_upload_answers_the_markdown_with_its_alt_text_and_lists_the_file(app
     body = answer.get_json()
     assert body["markdown"] == (r"![Harbour \[at\] \*dawn\*]"
                                 f"(/media/{body['sha256']}/orig.jpg)")
-    assert body["content_type"] == "image/jpeg" and body["widths"] == [480, 960, 1600]
+    assert body["content_type"] == "image/jpeg" and body["widths"] == [480, 640, 960, 1600]
     page = text(editor.get("/admin/media/"))
     assert "photo.jpg" in page and "Harbour [at] *dawn*" in page and "editor@example.com" in page
     assert f"/media/{body['sha256']}/480.jpg" in page  # the thumbnail
@@ -157,9 +157,9 @@ def test_the_post_page_gives_the_sites_images_srcset_and_the_first_its_og_image(
              body=f"{body['markdown']}\n\n![far](https://example.com/far.png)")
     page = text(client.get("/posts/boats"))
     base = f"/media/{body['sha256']}/"
-    assert (f'srcset="{base}480.jpg 480w, {base}960.jpg 960w, {base}1600.jpg 1600w, '
-            f'{base}orig.jpg 2000w"') in page
-    assert 'width="2000" height="1000" loading="lazy"' in page and 'alt="Quay"' in page
+    assert (f'srcset="{base}480.jpg 480w, {base}640.jpg 640w, {base}960.jpg 960w, '
+            f'{base}1600.jpg 1600w, {base}orig.jpg 2000w"') in page
+    assert 'width="2000" height="1000" fetchpriority="high"' in page and 'alt="Quay"' in page
     assert '<img src="https://example.com/far.png" alt="far">' in page  # others as before
     assert f'<meta property="og:image" content="http://localhost{base}1600.jpg">' in page
     assert "img-src 'self'" in client.get("/posts/boats").headers["Content-Security-Policy"]

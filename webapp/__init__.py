@@ -10,7 +10,7 @@ from . import headers, limits, timefmt
 from .config import check_production_config, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
 from .extensions import db
-from .site import urls
+from .site import compression, urls
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +33,7 @@ def create_app(config: dict | None = None) -> Flask:
     limits.init_app(app)
     headers.init_app(app)
     timefmt.init_app(app)
+    compression.init_app(app)  # public text gzipped (after the views' own hooks)
     register_commands(app)
     register_scheduler(app, config)
     return app

@@ -15,6 +15,14 @@ def iso(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z") if moment else None
 
 
+def html_datetime(moment: datetime | None) -> str | None:
+    """Return a moment for a <time datetime>: UTC ISO 8601 to the whole second, or None.
+
+    HTML's date strings allow at most three digits of a second; stored times carry six.
+    """
+    return iso(moment.replace(microsecond=0)) if moment else None
+
+
 def to_local(moment: datetime, zone: str | None) -> datetime:
     """Return an aware moment in zone (UTC when zone is unset or unknown, or out of range)."""
     return _in_zone(moment, zone)[0]
@@ -183,6 +191,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(_ago, "ago")
     app.add_template_filter(duration, "duration")
     app.add_template_filter(iso, "iso")
+    app.add_template_filter(html_datetime, "html_datetime")
     app.add_template_filter(time_tag, "time_tag")
     app.add_template_filter(human, "human")
     app.add_template_filter(when, "when")

@@ -8,6 +8,7 @@ javascript: link survives, whatever the parser lets through.
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from urllib.parse import urljoin
 
 import nh3
 from markdown_it import MarkdownIt
@@ -47,7 +48,12 @@ class ImageInfo:
 
 # the site's images as the sanitiser leaves them: <img src="/media/<sha256>/orig.<ext>" …
 SITE_IMAGE = re.compile(r'<img src="/media/([0-9a-f]{64})/orig\.([a-z]{3,4})"')
-SIZES = "(max-width: 44rem) 100vw, 40rem"  # the reading column (static/css/site.css)
+# the reading column, min(100% - 2.5rem, 40rem) in static/css/site.css: 640 px wide from
+# 680 px up, so a 640 px screen at 1x takes the 640 width (webapp.media WIDTHS), not 960
+SIZES = "(max-width: 42.5rem) calc(100vw - 2.5rem), 40rem"
+LAZY = ' loading="lazy" decoding="async"'
+# the first image is most likely the page's largest paint: fetched at once, first
+EAGER = ' fetchpriority="high"'
 # an image alone in its paragraph with a title, ![alt](src "caption"): a figure, captioned
 FIGURE = re.compile(r'<p><img ([^>]*?) title="([^"]*)"([^>]*)></p>')
 
@@ -56,8 +62,9 @@ def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
     """Return the sanitised HTML for a Markdown source, ready to put in a template.
 
     images describes the site's own images the source shows (webapp.media): each gets
-    srcset, sizes, width and height (no layout shift) and loads lazily. Other images
-    render as they are.
+    srcset, sizes, width and height (no layout shift); the first loads at once with a high
+    priority (the page's largest paint, likely), the others lazily. Other images render as
+    they are.
     """
     return _render(source or "", images)
 
@@ -70,19 +77,44 @@ def _render(source: str, images: tuple[ImageInfo, ...]) -> Markup:
                       _cleaner.clean(_parser.render(source)))
     if images:
         known = {(i.sha256, i.ext): i for i in images}
-        html = SITE_IMAGE.sub(lambda m: _site_image(m, known), html)
+        done: list[str] = []  # the images given their attributes so far
+        html = SITE_IMAGE.sub(lambda m: _site_image(m, known, done), html)
     return Markup(html)  # noqa: S704  (sanitised by nh3 above; added attributes are ours)
 
 
-def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo]) -> str:
+def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo],
+                done: list[str]) -> str:
     info = known.get((match.group(1), match.group(2)))
     if info is None:
         return match.group(0)
+    done.append(info.sha256)
     base = f"/media/{info.sha256}/"
     srcset = ", ".join([f"{base}{w}.{info.ext} {w}w" for w in info.widths]
                        + [f"{base}orig.{info.ext} {info.width}w"])
     return (f'{match.group(0)} srcset="{srcset}" sizes="{SIZES}" width="{info.width}" '
-            f'height="{info.height}" loading="lazy" decoding="async"')
+            f'height="{info.height}"{LAZY if len(done) > 1 else EAGER}')
+
+
+# a tag of the sanitised HTML (text escapes < and >, attribute values > and "), its addresses
+TAG = re.compile(r"<[a-z][a-z0-9]*\s[^<>]*>")
+ADDRESS = re.compile(r'\s(src|href|srcset)="([^"]*)"')
+
+
+def absolute(html: str, base: str) -> Markup:
+    """Return rendered HTML with every address absolute, resolved against base (a URL).
+
+    For HTML read away from its page, where nothing resolves "/media/…": a feed reader.
+    """
+    def address(match: re.Match) -> str:
+        name, value = match.groups()
+        if name == "srcset":  # "url 480w, url 960w": ours, whose URLs hold no comma
+            value = ", ".join(urljoin(base, url) + rest for url, rest in (
+                re.match(r"(\S*)(.*)", part.strip()).groups() for part in value.split(",")))
+        else:
+            value = urljoin(base, value)
+        return f' {name}="{value}"'
+
+    return Markup(TAG.sub(lambda tag: ADDRESS.sub(address, tag.group(0)), str(html)))  # noqa: S704
 
 
 EXCERPT_CHARACTERS = 240

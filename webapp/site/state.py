@@ -62,6 +62,16 @@ class SiteInfo:
     custom_name: str | None = None  # as saved (None: the environment's default)
     custom_description: str | None = None
 
+    @property
+    def summary(self) -> str:
+        """Return what search engines and link previews get: the description, never empty."""
+        return self.description or fallback_summary(self.name)
+
+
+def fallback_summary(name: str) -> str:
+    """Return what a site without a description says of itself (true of every site)."""
+    return f"The latest posts from {name}."
+
 
 def columns() -> list:
     """Return the row's columns, for a query that reads them beside something else."""

@@ -24,11 +24,12 @@ from flask import (
     url_for,
 )
 from flask_login import current_user
+from markupsafe import Markup
 
 from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
-from ..site import httpcache, markdown, revalidation, state, surrogate, xmltext
+from ..site import httpcache, markdown, revalidation, state, structured, surrogate, xmltext
 
 bp = Blueprint("site", __name__)
 
@@ -179,9 +180,12 @@ def _post_page(found) -> str:
     first = media.first_image(found.body, images)
     og_image = url_for("media_files.serve", _external=True, **first) if isinstance(
         first, dict) else first
-    return render_template("site/post.html", site=state.info(found), post=found,
+    site = state.info(found)
+    article = structured.article(found, site.name, url_for("site.post", slug=found.slug,
+                                 _external=True), url_for("site.index", _external=True), og_image)
+    return render_template("site/post.html", site=site, post=found, article=article,
                            body=markdown.render(found.body, images), og_image=og_image,
-                           description=markdown.excerpt(found.body))
+                           description=markdown.excerpt(found.body) or found.title)
 
 
 @bp.get("/feed.xml")
@@ -251,6 +255,13 @@ def init_app(app: Flask) -> None:
 def xml_text(text: str) -> str:
     """Drop the characters XML cannot hold (rows stored before posts refused them)."""
     return xmltext.strip_unsafe(str(text))
+
+
+@bp.app_template_filter("absolute")
+def absolute(html: str, base: str) -> Markup:
+    """Make a rendered body's addresses absolute on base: a feed reader has no page to resolve
+    "/media/…" against."""
+    return markdown.absolute(html, base)
 
 
 @bp.get("/healthz")

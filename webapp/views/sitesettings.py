@@ -10,7 +10,7 @@ bp = Blueprint("site_settings", __name__, url_prefix="/admin/site")
 
 def _page(form: dict, errors: dict | None = None, status: int = 200):
     return render_template("site_settings/edit.html", site=state.current(), form=form,
-                           errors=errors or {}), status
+                           errors=errors or {}, fallback_summary=state.fallback_summary), status
 
 
 @bp.get("/")
