@@ -216,4 +216,4 @@ class RevalidateFirst:
                 return None
             control = cache_control(validators.keep)
         return [("ETag", quote_etag(validators.etag, weak=True)), ("Cache-Control", control),
-                ("Vary", "Cookie"), *HEADERS.items()]
+                ("Vary", "Cookie, Accept-Encoding"), *HEADERS.items()]
