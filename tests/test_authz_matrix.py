@@ -19,6 +19,7 @@ ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
 EXPECTED = {
     "site.index": PUBLIC, "site.post": PUBLIC, "site.feed": PUBLIC,
     "site.healthz": PUBLIC, "site.readyz": PUBLIC, "favicon.ico": PUBLIC,
+    "favicon.robots": PUBLIC,
     "auth.login": PUBLIC, "auth.logout": SIGNED_IN, "auth.settings": SIGNED_IN,
     "auth.create_api_token": SIGNED_IN, "auth.revoke_api_token": SIGNED_IN,
     "auth.end_own_session": SIGNED_IN, "auth.second_factor": PUBLIC,
