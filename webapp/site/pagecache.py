@@ -35,8 +35,8 @@ from . import compression, httpcache
 MAX_PAGES = 2000  # pages, whatever their size (each entry costs its headers besides)
 EXTENSION = "soloist.pagecache"  # app.extensions: the worker's Pages, made on first use
 ENVIRON_KEY = "soloist.validators"  # the read RevalidateFirst made, for PageCache to reuse
-MADE_AT_SEND = {"cache-control", "last-modified", "content-length", "content-encoding",
-                "date", "strict-transport-security"}
+# (the rest, HSTS too, is the same for every reader of the key: its scheme is in it)
+MADE_AT_SEND = {"cache-control", "last-modified", "content-length", "content-encoding", "date"}
 log = logging.getLogger("soloist.pagecache")
 
 
