@@ -263,6 +263,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # a public page this long (s-maxage) while browsers revalidate every visit
         "CACHE_PURGE": cache_purgers(env),
         "SITE_SHARED_MAX_AGE_SECONDS": env_int(env, "SITE_SHARED_MAX_AGE_SECONDS", 86_400),
+        # each worker keeps the public pages it rendered, up to this many MB (0: none)
+        "SITE_PAGE_CACHE_MB": env_int(env, "SITE_PAGE_CACHE_MB", 32),
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),

@@ -29,7 +29,16 @@ from markupsafe import Markup
 from .. import media, posts
 from ..db import autocommit_connection, ping, read_without_transaction
 from ..scheduling import process
-from ..site import httpcache, markdown, revalidation, state, structured, surrogate, xmltext
+from ..site import (
+    httpcache,
+    markdown,
+    pagecache,
+    revalidation,
+    state,
+    structured,
+    surrogate,
+    xmltext,
+)
 
 bp = Blueprint("site", __name__)
 
@@ -246,9 +255,11 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
 
 
 def init_app(app: Flask) -> None:
-    """Answer readers' matching conditional requests for public pages before Flask runs."""
+    """Answer readers' public pages before Flask runs: a 304, else the page kept in memory."""
     revalidation.init_app(app)
-    app.wsgi_app = httpcache.RevalidateFirst(app.wsgi_app, app, validators_of)
+    read = pagecache.remembered(validators_of)  # one read serves both
+    app.wsgi_app = httpcache.RevalidateFirst(
+        pagecache.PageCache(app.wsgi_app, app, read), app, read)
 
 
 @bp.app_template_filter("xml_text")
