@@ -16,9 +16,13 @@ once per statement (replayed). A standby reports its replay position when it flu
 and again when it has replayed all it has and waits for more, so on a quiet primary the
 gate opens within milliseconds, not at wal_receiver_status_interval.
 
-What it does not cover: the bookkeeping written after the event (the fan-out itself, a
-claim, a send's outcome) can still be lost with the stream; a send in flight when the
-stream stops may go again, under the same id (at-least-once, as for a crash).
+A send also waits for its own bookkeeping (confirmed): its claim is on a standby before
+the request leaves (else the claim is handed back and the send waits), and its outcome
+after; an outcome the standby did not confirm is written again, by the same sender, until
+it is (webapp.plugins.webhook_sends), so a lossy failover whose new primary still shows
+the claim "sending" learns it was delivered from the process that sent it, not by
+sending it again. What it does not cover: a sender whose process dies with the primary
+(at-least-once, as for any crash).
 
 The wait is bounded: an event older than DELIVER_AFTER_REPLICA_MAX_SECONDS is sent
 whatever the standby says (a standby that stopped replaying must not stop the site's
@@ -28,6 +32,8 @@ that is no logical slot's), on (wait even with none streaming, up to the bound) 
 SQLite has no standby: off. Logical walsenders (CDC) are not standbys and never count.
 """
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -40,6 +46,7 @@ from ..db import is_postgres
 from ..extensions import db
 
 MODES = ("auto", "on", "off")
+CONFIRM_SECONDS = 2.0  # how long a send waits for a standby to have its claim
 MAX_SECONDS = 30.0  # DELIVER_AFTER_REPLICA_MAX_SECONDS
 FIRST_LOOK = 0.005  # s: replication on a LAN catches up in a millisecond or two
 LAST_LOOK = 0.1  # s: the slowest a waiting tick looks again (10 statements a second)
@@ -95,6 +102,31 @@ def stamp() -> int | None:
     return db.session.scalar(sa.text(
         f"SELECT {_LSN.format('pg_current_wal_insert_lsn()')} "
         f"WHERE :on OR EXISTS (SELECT 1 {_STANDBYS})"), {"on": gate == "on"})
+
+
+def confirmed(pause: Callable[[float], None] | None, timeout: float = CONFIRM_SECONDS) -> bool:
+    """Return whether a standby has replayed everything committed here so far.
+
+    For a send: its claim before the request leaves, its outcome after. True at once when
+    nothing waits (off, SQLite, auto with no standby streaming). With pause (the
+    scheduler's sleep, lent to its sender threads) it looks again, first after 1 ms, until
+    timeout; without, it looks once.
+    """
+    target = stamp()
+    db.session.rollback()
+    if target is None:
+        return True
+    deadline, wait = time.monotonic() + timeout, 0.001
+    while True:
+        reached = db.session.scalar(sa.select(replayed()))
+        db.session.rollback()
+        if reached is not None and reached >= target:
+            return True
+        left = deadline - time.monotonic()
+        if pause is None or left <= 0:
+            return False
+        pause(min(wait, left))
+        wait = min(wait * 2, 0.05)
 
 
 def held(lsn: sa.ColumnElement) -> ColumnElement[bool]:

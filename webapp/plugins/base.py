@@ -145,6 +145,9 @@ class RunContext:
     deadline: float  # time.monotonic() past which the run counts as timed out
     # the plugin key's leadership that claimed the run: what it claims is fenced by it
     lead: "Lead | None" = None
+    # the scheduler's sleep, lent to an action that must wait (for a standby, say): plugin
+    # code never sleeps on its own (a bounded wait, and the scheduler's to give)
+    pause: Callable[[float], None] | None = None
 
     def time_left(self) -> float:
         """Return the seconds left before the maximum runtime."""

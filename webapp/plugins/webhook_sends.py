@@ -16,6 +16,7 @@ import hmac
 import http.client
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,7 +27,7 @@ from flask import current_app
 from ..extensions import db
 from ..leadership.fence import Lead
 from ..models import WebhookDelivery, WebhookEndpoint
-from ..ops import alerts
+from ..ops import alerts, replica
 from . import signing
 from .net import UnsafeURL, post
 
@@ -114,33 +115,102 @@ def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
     return found
 
 
-def attempt(claim: Claim, now: Callable[[], datetime]) -> str:
-    """Send one claimed delivery once; record delivered, retrying, failed (or stale)."""
-    timeout = setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
-    status, error, final = None, "", False
+Pause = Callable[[float], None] | None  # the scheduler's sleep, lent to a sender thread
+REASSERT_SECONDS = 30.0  # how long a sender writes an outcome again until a standby has it
+
+
+def attempt(claim: Claim, now: Callable[[], datetime], pause: Pause = None) -> str:
+    """Send one claimed delivery once; record delivered, retrying, failed (or stale).
+
+    Where a standby must have what leaves (webapp.ops.replica), the claim is on it before
+    the request goes (else it is handed back, unsent) and the outcome after (written
+    again until it is): a lossy failover cannot then forget a send that was made.
+    """
     if not still_held(claim, now()):
         return "stale"  # taken over, superseded, or its leadership has ended: not sent
     try:
         url, body, headers, active = request(claim)
+        gated = not _past_bound(claim, now())
+        if gated and not _claim_replicated(claim, pause):
+            return "stale"  # no standby has the claim: handed back, not sent
+    except sa.exc.SQLAlchemyError:  # the database went away before anything was sent
+        db.session.rollback()
+        log.warning("webhook delivery %s not sent: the database went away", claim.delivery_id)
+        return "stale"  # its claim lapses with its lease, or is taken once this process goes
+    try:
+        status, error, final = _send(url, body, headers, active)
+    except Exception as exc:  # anything else is a failed attempt too, never a stuck one
+        db.session.rollback()
+        log.exception("webhook delivery %s failed unexpectedly", claim.delivery_id)
+        status, error, final = None, f"{type(exc).__name__}: {exc}", False
+    if error:
+        log.info("webhook delivery %s failed: %s", claim.delivery_id, error)
+    if not gated:  # past the gate's bound it goes whatever the standby says, and so does this
+        return record(claim, status, error, final, now())
+    return _record_replicated(claim, status, error, final, now, pause)
+
+
+def _send(url: str, body: bytes, headers: dict[str, str],
+          active: bool) -> tuple[int | None, str, bool]:
+    """POST the delivery; return the status, the error ("" if none) and whether it is final."""
+    timeout = setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
+    try:
         if not active:
             raise UnsafeURL("The endpoint is switched off.")
         status = post(url, body, headers, timeout,
                       bool(current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)))
-        if not 200 <= status < 300:
-            error = f"The receiver answered HTTP {status}."
     except UnsafeURL as exc:
-        error, final = f"Not sent: {exc}", True
+        return None, f"Not sent: {exc}", True
     except TimeoutError:
-        error = f"No answer within {timeout:g} s."
+        return None, f"No answer within {timeout:g} s.", False
     except (OSError, http.client.HTTPException) as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # anything else is a failed attempt too, never a stuck one
-        db.session.rollback()
-        log.exception("webhook delivery %s failed unexpectedly", claim.delivery_id)
-        error = f"{type(exc).__name__}: {exc}"
-    if error:
-        log.info("webhook delivery %s failed: %s", claim.delivery_id, error)
-    return record(claim, status, error, final, now())
+        return None, f"{type(exc).__name__}: {exc}", False
+    return status, "" if 200 <= status < 300 else f"The receiver answered HTTP {status}.", False
+
+
+def _past_bound(claim: Claim, at: datetime) -> bool:
+    """Return whether the delivery's event is older than the gate's bound (it goes anyway)."""
+    created = db.session.scalar(sa.select(WebhookDelivery.created_at).where(
+        WebhookDelivery.id == claim.delivery_id))
+    db.session.rollback()
+    return created is not None and created < at - replica.bound()
+
+
+def _claim_replicated(claim: Claim, pause: Pause) -> bool:
+    """Return whether a standby has the claim (or need not); else hand the claim back."""
+    if replica.confirmed(pause):
+        return True
+    db.session.execute(sa.update(WebhookDelivery).where(*_mine(claim)).values(
+        status="pending", claim="", attempts=WebhookDelivery.attempts - 1))
+    db.session.commit()
+    log.info("webhook delivery %s waits: no standby has its claim yet", claim.delivery_id)
+    return False
+
+
+def _record_replicated(claim: Claim, status: int | None, error: str, final: bool,
+                       now: Callable[[], datetime], pause: Pause) -> str:
+    """Record the outcome, and write it again until a standby has it (or REASSERT_SECONDS).
+
+    The request has gone: if the primary is lost before its standby has the outcome, the
+    new primary shows the claim still sending, and its successor would send it again.
+    This sender knows better: it writes the outcome again, on whichever primary it then
+    reaches, where the claim it holds is still sending. On the same primary the second
+    write finds the claim done (stale) and changes nothing.
+    """
+    deadline, result = time.monotonic() + REASSERT_SECONDS, None
+    while True:
+        try:
+            written = record(claim, status, error, final, now())
+            result = result or written
+            if replica.confirmed(pause):
+                return result
+        except sa.exc.SQLAlchemyError as exc:  # the primary is away: try again
+            db.session.rollback()
+            log.info("webhook delivery %s: outcome not written yet (%s)", claim.delivery_id,
+                     type(exc).__name__)
+        if pause is None or time.monotonic() >= deadline:
+            return result or "stale"
+        pause(0.5)
 
 
 # What a failed attempt's error means, for the webhooks page (the raw text stays a click away)
@@ -181,6 +251,9 @@ def in_words(error: str) -> str:
 def record(claim: Claim, status: int | None, error: str, final: bool, at: datetime) -> str:
     """Write the attempt's outcome if the claim still holds; update the endpoint's health."""
     delivery = db.session.get(WebhookDelivery, claim.delivery_id)
+    if delivery is None:  # gone with a lossy failover's lost commits: nothing to record
+        db.session.rollback()
+        return "stale"
     values = {"last_attempt_at": at, "response_status": status, "last_error": error[:500],
               "claim": ""}
     if not error:

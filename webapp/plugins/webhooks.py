@@ -44,7 +44,7 @@ from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, replica
 from .base import Plugin, RunContext
 from .hooks import new_claim
-from .webhook_sends import TIMEOUT_SECONDS, Claim, attempt, setting
+from .webhook_sends import TIMEOUT_SECONDS, Claim, Pause, attempt, setting
 
 # uuid5 namespace of Soloist's webhook ids (fixed forever: receivers keep the ids they saw)
 ID_NAMESPACE = uuid.UUID("7d0f4b8e-3c1a-5e2b-9f64-a1c2d3e4f501")
@@ -59,7 +59,8 @@ plugin.default_timer("deliver", "deliver", name="Webhooks: deliver and retry",
 
 @plugin.action("deliver", help="Send the webhook deliveries that are due (retries included).")
 def deliver(ctx: RunContext) -> str:
-    counts = deliver_due(clock(database_now()), max(ctx.time_left() - 30, 1.0), ctx.lead)
+    counts = deliver_due(clock(database_now()), max(ctx.time_left() - 30, 1.0), ctx.lead,
+                         ctx.pause)
     return ", ".join(f"{k} {v}" for k, v in counts.items() if v) or "nothing due"
 
 
@@ -227,15 +228,18 @@ def claim_next(endpoint_id: int, now: datetime, lead: Lead) -> Claim | None:
 # -- sending --------------------------------------------------------------------------
 
 def send_endpoint(endpoint_id: int, lead: Lead, now: Callable[[], datetime],
-                  budget: float) -> dict[str, int]:
-    """Send one endpoint's due deliveries in turn until none is left, it fails, or budget ends."""
+                  budget: float, pause: Pause = None) -> dict[str, int]:
+    """Send one endpoint's due deliveries in turn until none is left, it fails, or budget ends.
+
+    pause is the scheduler's sleep, for waits on a standby (webhook_sends.attempt).
+    """
     counts = {"delivered": 0, "retrying": 0, "failed": 0, "stale": 0}
     start = now()
     while (now() - start).total_seconds() < budget:
         claim = claim_next(endpoint_id, now(), lead)
         if claim is None:
             break
-        result = attempt(claim, now)
+        result = attempt(claim, now, pause)
         counts[result] += 1
         if result == "stale" or (result != "delivered" and backing_off(endpoint_id, now())):
             break  # its other deliveries wait out the endpoint's back-off with it
@@ -243,7 +247,7 @@ def send_endpoint(endpoint_id: int, lead: Lead, now: Callable[[], datetime],
 
 
 def deliver_due(now: Callable[[], datetime], budget: float,
-                lead: Lead | None = None) -> dict[str, int]:
+                lead: Lead | None = None, pause: Pause = None) -> dict[str, int]:
     """Send every endpoint's due deliveries, one endpoint after another (the timer's way).
 
     lead is the leadership the sends are claimed under (the current one if not given).
@@ -257,7 +261,7 @@ def deliver_due(now: Callable[[], datetime], budget: float,
         left = budget - (now() - start).total_seconds()
         if left <= 0:
             break
-        for key, value in send_endpoint(endpoint_id, lead, now, left).items():
+        for key, value in send_endpoint(endpoint_id, lead, now, left, pause).items():
             totals[key] += value
     return totals
 

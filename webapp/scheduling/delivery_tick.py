@@ -7,6 +7,7 @@ still alive is paused, with the reason shown on the Plugins page.
 """
 
 import logging
+import time
 from datetime import datetime
 from functools import partial
 
@@ -101,7 +102,7 @@ def start_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
         if workers.free_slots("send") <= 0:
             break
         workers.start(key, app, partial(webhooks.send_endpoint, endpoint_id, lead, clock(now),
-                                        SEND_BUDGET))
+                                        SEND_BUDGET, time.sleep))
         started += 1
     return started
 

@@ -128,7 +128,7 @@ def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
         if found is None:
             raise LookupError(f"action {qualified} is not loaded")
         ctx = RunContext(app, run_id, timer_id, scheduled_for, started_at, instance,
-                         origin + max_runtime, lead)
+                         origin + max_runtime, lead, time.sleep)
         result = str(found[1].func(ctx, **params) or "")
     except Exception as exc:  # the action's failure is the run's result
         _forget_transaction()
