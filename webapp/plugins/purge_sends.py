@@ -17,7 +17,7 @@ from ..leadership.fence import Lead
 from ..models import CachePurge
 from ..ops import alerts, replica
 from ..site import purgers
-from .purges import FAILING_AFTER, LEASE, MAX_ATTEMPTS, Batch, mine, theirs, claim, still_held
+from .purges import FAILING_AFTER, LEASE, MAX_ATTEMPTS, Batch, claim, mine, still_held, theirs
 from .webhook_sends import retry_delay
 
 log = logging.getLogger("soloist.plugins.purges")

@@ -77,6 +77,11 @@ def _check(what: str, status: int, headers: dict[str, str], body: bytes) -> None
                       float(retry) if retry.isdigit() else None)
 
 
+def _host(url: str) -> str:
+    """Return the id a fastly:// or cloudflare:// URL names, as written (ids are case-sensitive)."""
+    return urlsplit(url).netloc.rpartition("@")[2]
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterable[list[str]]:
     for start in range(0, len(items), size):
         yield list(items[start:start + size])
@@ -105,7 +110,7 @@ class Fastly:
     max_keys = 256
 
     def __init__(self, url: str, token: str, api: str = FASTLY_API_URL) -> None:
-        self.service, self.token, self.api = urlsplit(url).hostname or "", token, api
+        self.service, self.token, self.api = _host(url), token, api
 
     def purge(self, keys: Sequence[str], hard: bool) -> None:
         """Purge keys from the service (soft unless hard)."""
@@ -126,7 +131,7 @@ class Cloudflare:
     max_keys = 30
 
     def __init__(self, url: str, token: str, api: str = CLOUDFLARE_API_URL) -> None:
-        self.zone, self.token, self.api = urlsplit(url).hostname or "", token, api
+        self.zone, self.token, self.api = _host(url), token, api
 
     def purge(self, keys: Sequence[str], hard: bool) -> None:
         """Purge tags from the zone (always hard: tags have no soft purge)."""
