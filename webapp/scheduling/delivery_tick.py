@@ -117,8 +117,11 @@ def start_purgers(now: datetime, lead: Lead) -> int:
 
     One thread each, in the send slots: a dead CDN API holds its own sender, no other's.
     """
+    configured = purgers.configured()
+    if not configured:
+        return 0  # no purger: not a statement more a tick
     app, started = plugin_app(), 0
-    for name in purges.purgers_due(now, lead, purgers.configured()):
+    for name in purges.purgers_due(now, lead, configured):
         key = f"purge:{name}"
         if workers.busy(key):
             if not purges.lapsed(name, now):
