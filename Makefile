@@ -44,6 +44,8 @@ system-deps:
 	@missing=""; \
 	test -x /usr/sbin/pgbouncer || missing="$$missing pgbouncer"; \
 	test -x /usr/lib/chromium/chromium-headless-shell || missing="$$missing chromium-headless-shell"; \
+	test -x /usr/sbin/varnishd || missing="$$missing varnish"; \
+	ls /usr/lib/*/varnish/vmods/libvmod_xkey.so >/dev/null 2>&1 || missing="$$missing varnish-modules"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			echo "installing$$missing"; \

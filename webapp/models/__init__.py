@@ -18,6 +18,7 @@ from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .previews import PreviewLink
+from .purges import CachePurge
 from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
 from .timers import Timer, TimerRun
@@ -28,6 +29,7 @@ __all__ = [
     "AccountPolicy",
     "ApiToken",
     "AuditEvent",
+    "CachePurge",
     "Deploy",
     "Freeze",
     "HookDelivery",

@@ -20,7 +20,7 @@ from ..leadership.keys import PLUGINS, SchedulerKey
 from ..models import OutboxEvent, Post, Timer
 
 OPS_TOPICS = ("ops.no_leader", "ops.leader_evicted", "ops.post_late", "ops.timer_paused",
-              "ops.webhook_failing")
+              "ops.webhook_failing", "ops.purge_failing")
 NO_LEADER_SECONDS = 30.0  # OPS_NO_LEADER_SECONDS
 POST_LATE_SECONDS = 60.0  # OPS_POST_LATE_SECONDS
 LATE_BATCH = 100
@@ -106,6 +106,12 @@ def webhook_failing(endpoint_id: int, url: str, failures: int, error: str,
            f"ops.webhook_failing:{endpoint_id}:{_at(now)}")
 
 
+def purge_failing(purger: str, failures: int, error: str, now: datetime) -> None:
+    """Report a cache purger that turned failing (no commit): readers may see stale pages."""
+    record("ops.purge_failing", {"purger": purger, "failures": failures, "last_error": error},
+           now, f"ops.purge_failing:{purger}:{_at(now)}")
+
+
 def slack_escape(value: str) -> str:
     """Escape &, < and > as Slack requires, so quoted text cannot @channel or make a link."""
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -129,6 +135,8 @@ def text(topic: str, payload: dict) -> str:
                                      f"Plugin {p['plugin']} was paused: {p['reason']}"),
         "ops.webhook_failing": lambda: f"Webhook {p['url']} is failing after {p['failures']} "
                                        f"attempts: {p['last_error']}",
+        "ops.purge_failing": lambda: f"Cache purger {p['purger']} is failing after "
+                                     f"{p['failures']} attempts: {p['last_error']}",
         "post.published": lambda: f"Published: “{p['title']}” ({p['slug']}).",
         "post.unpublished": lambda: f"Unpublished: “{p['title']}” ({p['slug']}).",
         "post.updated": lambda: f"Updated: “{p['title']}” ({p['slug']}).",

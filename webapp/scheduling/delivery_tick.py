@@ -16,7 +16,8 @@ from flask import Flask, current_app
 from ..db import clock
 from ..leadership.fence import Lead
 from ..ops import alerts
-from ..plugins import hooks, registry, webhooks
+from ..plugins import hooks, purge_sends, purges, registry, webhooks
+from ..site import purgers
 from . import workers
 
 log = logging.getLogger("soloist.timers")
@@ -87,6 +88,11 @@ def start_hook_batches(now: datetime, instance: str, lead: Lead, enabled: set[st
 
 
 def start_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
+    """Start the webhook senders and the cache purgers' senders due; return how many started."""
+    return start_webhook_senders(now, lead, enabled) + start_purgers(now, lead)
+
+
+def start_webhook_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
     """Start one sender per endpoint with deliveries due (bounded); return how many started."""
     if "webhooks" not in enabled:
         return 0
@@ -107,6 +113,35 @@ def start_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
     return started
 
 
+def start_purgers(now: datetime, lead: Lead) -> int:
+    """Start one sender per configured purger with purges due; return how many started.
+
+    One thread each, in the send slots: a dead CDN API holds its own sender, no other's.
+    """
+    configured = purgers.configured()
+    if not configured:
+        return 0  # no purger: not a statement more a tick
+    app, started = plugin_app(), 0
+    for name in purges.purgers_due(now, lead, configured):
+        key = f"purge:{name}"
+        if workers.busy(key):
+            if not purges.lapsed(name, now):
+                continue
+            workers.abandon(key)  # stuck past its lease: its claim is taken over (fenced)
+        if workers.free_slots("send") <= 0:
+            break
+        workers.start(key, app, partial(purge_sends.send_purger, name, lead, clock(now),
+                                        SEND_BUDGET))
+        started += 1
+    return started
+
+
 def fan_out(now: datetime, enabled: set[str]) -> int:
-    """Turn new outbox events into hook deliveries and webhook deliveries, in one transaction."""
-    return hooks.fan_out(now, enabled, webhooks.enqueue_events if "webhooks" in enabled else None)
+    """Turn new outbox events into hook deliveries, webhook deliveries and cache purges, in
+    one transaction."""
+    def also(events: list) -> None:
+        if "webhooks" in enabled:
+            webhooks.enqueue_events(events)
+        purges.enqueue_events(events)
+
+    return hooks.fan_out(now, enabled, also)

@@ -19,7 +19,8 @@ from .. import posts
 from ..extensions import db
 from ..leadership.fence import Lead
 from ..models import Timer, TimerRun
-from ..plugins import hooks, webhooks
+from ..plugins import hooks, purge_sends, webhooks
+from ..site import purgers
 
 IDLE = timedelta(seconds=60)
 POST_SETTLE = timedelta(seconds=0.3)
@@ -60,10 +61,15 @@ RUN_DEADLINES = (sa.select(TimerRun.started_at, Timer.max_runtime_seconds)
 
 
 @functools.lru_cache(maxsize=16)
-def _statement(enabled: frozenset[str], lead: Lead) -> tuple[sa.Select, tuple[int, ...]]:
-    """Return the one SELECT of every owner's reads, and how many columns each owner has."""
+def _statement(enabled: frozenset[str], lead: Lead,
+               cached: tuple[str, ...]) -> tuple[sa.Select, tuple[int, ...]]:
+    """Return the one SELECT of every owner's reads, and how many columns each owner has.
+
+    cached: the purgers configured (CACHE_PURGE's names), whose purges are read too.
+    """
     groups = [_timer_reads(enabled, lead), hooks.due_reads(lead, enabled),
-              posts.next_due_reads(), webhooks.due_reads(lead) if "webhooks" in enabled else []]
+              posts.next_due_reads(), webhooks.due_reads(lead) if "webhooks" in enabled else [],
+              purge_sends.due_reads(lead, cached) if cached else []]
     columns = [column for group in groups for column in group]
     return (sa.select(*(c.label(f"r{i}") for i, c in enumerate(columns))),
             tuple(len(group) for group in groups))
@@ -71,7 +77,7 @@ def _statement(enabled: frozenset[str], lead: Lead) -> tuple[sa.Select, tuple[in
 
 def _read(enabled: set[str], lead: Lead) -> list[list]:
     """Run the one SELECT; return each owner's values."""
-    statement, sizes = _statement(frozenset(enabled), lead)
+    statement, sizes = _statement(frozenset(enabled), lead, tuple(sorted(purgers.configured())))
     row, values = list(db.session.execute(statement).one()), []
     for size in sizes:
         values.append(row[:size])
@@ -81,12 +87,15 @@ def _read(enabled: set[str], lead: Lead) -> list[list]:
 
 def look(now: datetime, lead: Lead, enabled: set[str]) -> Ahead:
     """Return when plugin work is next due and whether work no time shows waits now."""
-    timer_values, hook_values, post_times, webhook_values = _read(enabled, lead)
+    timer_values, hook_values, post_times, webhook_values, purge_values = _read(enabled, lead)
     first_slot, startable, running, orphaned = timer_values
     hook_due, hooks_waiting = hooks.due(now, hook_values)
     webhook_due, webhooks_waiting = webhooks.due(webhook_values, now) if webhook_values else (
         None, False)
-    times = [now + IDLE, first_slot, hook_due, webhook_due, now if startable else None]
+    purge_due, purges_waiting = purge_sends.due(purge_values, now) if purge_values else (
+        None, False)
+    times = [now + IDLE, first_slot, hook_due, webhook_due, purge_due,
+             now if startable else None]
     if running:
         times += [started + timedelta(seconds=limit)
                   for started, limit in db.session.execute(RUN_DEADLINES)]
@@ -96,4 +105,4 @@ def look(now: datetime, lead: Lead, enabled: set[str]) -> Ahead:
     if post_due is not None and post_due + POST_SETTLE > now:
         times.append(post_due + POST_SETTLE)
     return Ahead(min(t for t in times if t is not None),
-                 bool(orphaned) or hooks_waiting or webhooks_waiting)
+                 bool(orphaned) or hooks_waiting or webhooks_waiting or purges_waiting)

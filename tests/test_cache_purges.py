@@ -1,0 +1,202 @@
+"""Every change readers see is purged from each cache once, from the outbox, like a webhook:
+one row per purger per event, batched, hard for a takedown, fenced, retried, and a dead
+purger delays only itself."""
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.cache_apis import TOKEN, CacheAPI
+from tests.cluster import free_port
+from tests.support import new_post
+from webapp.extensions import db
+from webapp.leadership.fence import Lead
+from webapp.leadership.keys import PLUGINS
+from webapp.models import CachePurge, LeaderState, OutboxEvent
+from webapp.plugins import purge_sends, purges
+from webapp.scheduling import delivery_tick, plugin_due
+
+T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
+DEAD = f"varnish+http://127.0.0.1:{free_port()}"  # nothing listens there
+
+
+@pytest.fixture
+def api():
+    server = CacheAPI().start()
+    yield server
+    server.close()
+
+
+def event(topic: str, post_id: int | None = 7, slug: str = "hello", at: datetime = T0,
+          real: bool = False) -> int:
+    """Write an outbox event about post_id (real: a posts row exists, else the payload only)."""
+    row = OutboxEvent(topic=topic, created_at=at, post_id=post_id if real else None,
+                      payload={"post_id": post_id, "slug": slug, "title": "Hello"},
+                      dedupe_key=f"{topic}:{post_id}:{slug}:{at.isoformat()}")
+    db.session.add(row)
+    db.session.commit()
+    return row.id
+
+
+def rows(purger: str | None = None) -> list[CachePurge]:
+    db.session.rollback()
+    query = sa.select(CachePurge).order_by(CachePurge.id)
+    return list(db.session.scalars(query if purger is None else
+                                   query.where(CachePurge.purger == purger)))
+
+
+def send(name: str, at: datetime = T0, lead: Lead | None = None) -> dict:
+    return purge_sends.send_purger(name, lead or Lead(), lambda: at, 30)
+
+
+def varnish(api: CacheAPI) -> str:
+    return "varnish+http://" + api.url.removeprefix("http://")
+
+
+def test_each_event_readers_see_is_queued_once_for_each_purger_hard_only_for_a_takedown(
+        app, api):
+    app.config["CACHE_PURGE"] = [varnish(api), "purge+" + api.url]
+    with app.app_context():
+        event("post.published")
+        event("post.unpublished", at=T0 + timedelta(seconds=1))
+        event("post.updated", at=T0 + timedelta(seconds=2))
+        event("ops.no_leader", post_id=None)  # not something readers see
+        delivery_tick.fan_out(T0, set())
+        delivery_tick.fan_out(T0, set())  # a second leader's fan-out adds nothing
+        found = [(r.purger.split(":")[0], r.topic, r.keys, r.hard) for r in rows()]
+    assert found == [
+        ("varnish+http", "post.published", "post-7 home feed sitemap", False),
+        ("purge+http", "post.published", "/posts/hello / /feed.xml /sitemap.xml", False),
+        ("varnish+http", "post.unpublished", "post-7 home feed sitemap", True),
+        ("purge+http", "post.unpublished", "/posts/hello / /feed.xml /sitemap.xml", True),
+        ("varnish+http", "post.updated", "post-7", False),
+        ("purge+http", "post.updated", "/posts/hello", False)]
+
+
+def test_a_slug_change_purges_the_lists_too(app, api):
+    app.config["CACHE_PURGE"] = [varnish(api)]
+    post_id = new_post(app, "Hello", status="published")
+    with app.app_context():
+        event("post.published", post_id, real=True)
+        event("post.updated", post_id, at=T0 + timedelta(seconds=1), real=True)
+        event("post.updated", post_id, slug="renamed", at=T0 + timedelta(seconds=2), real=True)
+        delivery_tick.fan_out(T0, set())
+        lists = f"post-{post_id} home feed sitemap"
+        assert [r.keys for r in rows()] == [lists, f"post-{post_id}", lists]
+
+
+def test_several_events_go_in_one_request_hard_if_any_is_a_takedown(app, api):
+    app.config["CACHE_PURGE"] = [varnish(api)]
+    with app.app_context():
+        event("post.updated", post_id=1)
+        event("post.updated", post_id=2)
+        delivery_tick.fan_out(T0, set())
+        assert send(purges.purgers_due(T0, Lead(), app.config["CACHE_PURGE"])[0]) == {
+            "done": 2, "retrying": 0, "failed": 0, "stale": 0}
+        event("post.published", post_id=3, at=T0 + timedelta(seconds=1))
+        event("post.unpublished", post_id=4, at=T0 + timedelta(seconds=1))
+        delivery_tick.fan_out(T0, set())
+        send(varnish(api), T0 + timedelta(seconds=1))
+        assert {r.status for r in rows()} == {"done"}
+    soft, hard = api.requests
+    assert soft.headers["xkey-softpurge"] == "post-1 post-2" and "xkey-purge" not in soft.headers
+    assert hard.headers["xkey-purge"] == "post-3 home feed sitemap post-4"
+
+
+def test_a_dead_purger_delays_only_itself_and_is_retried_with_back_off(app, api):
+    app.config["CACHE_PURGE"] = [DEAD, varnish(api)]
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        assert purges.purgers_due(T0, Lead(), app.config["CACHE_PURGE"]) == sorted(
+            app.config["CACHE_PURGE"])
+        assert send(DEAD)["retrying"] == 1
+        assert send(varnish(api))["done"] == 1
+        [dead] = rows(DEAD)
+        assert dead.status == "pending" and dead.attempts == 1
+        assert "could not be reached" in dead.last_error
+        assert dead.next_attempt_at > T0  # not tried again at once: no busy loop
+        ahead = plugin_due.look(T0, Lead(), set())
+        assert ahead.wake == dead.next_attempt_at and ahead.idle(T0)
+        assert purges.purgers_due(T0, Lead(), app.config["CACHE_PURGE"]) == []
+
+
+def test_a_rate_limit_is_waited_out_as_the_api_asks_then_the_purge_is_done(app, api):
+    app.config.update(CACHE_PURGE=["fastly://SVC123"], FASTLY_API_TOKEN=TOKEN,
+                      FASTLY_API_URL=api.url)
+    api.limited, api.retry_after = 1, 120
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        assert send("fastly://SVC123")["retrying"] == 1
+        [row] = rows()
+        assert row.next_attempt_at >= T0 + timedelta(seconds=120)
+        assert "HTTP 429" in row.last_error
+        assert send("fastly://SVC123", T0 + timedelta(seconds=60))["done"] == 0
+        assert send("fastly://SVC123", T0 + timedelta(seconds=121))["done"] == 1
+    [done] = api.requests
+    assert done.path == "/service/SVC123/purge"
+    assert done.headers["Surrogate-Key"] == "post-7 home feed sitemap"
+    assert done.headers["Fastly-Soft-Purge"] == "1"
+
+
+def lead(now: Lead) -> None:
+    state = db.session.get(LeaderState, PLUGINS.value) or LeaderState(key=PLUGINS.value)
+    state.term, state.holder, state.acquired_at, state.holder_pid = now.term, now.holder, T0, 1
+    db.session.add(state)
+    db.session.commit()
+
+
+def test_a_purge_claimed_under_an_ended_leadership_is_not_sent_but_handed_back(app, api):
+    app.config["CACHE_PURGE"] = [varnish(api)]
+    old, new = Lead(4, "soloist:web.1:7:oldnonce:abcdef"), Lead(5, "soloist:web.2:7:newone:x")
+    with app.app_context():
+        event("post.unpublished")
+        delivery_tick.fan_out(T0, set())
+        lead(old)
+        batch = purges.claim(varnish(api), T0, old)
+        assert purges.claim(varnish(api), T0, old) is None  # claimed once
+        lead(new)  # old was deposed between its claim and its purge
+        assert purges.still_held(batch, T0) == []
+        [row] = rows()
+        assert (row.status, row.attempts, row.claim) == ("pending", 0, "")
+        assert send(varnish(api), lead=new)["done"] == 1
+    assert len(api.requests) == 1
+
+
+def test_a_purger_that_keeps_failing_raises_an_alert_and_its_token_is_never_shown(
+        app, api, caplog):
+    app.config.update(CACHE_PURGE=["fastly://SVC123"], FASTLY_API_TOKEN=TOKEN,
+                      FASTLY_API_URL=api.url)
+    api.down = True
+    caplog.set_level(logging.DEBUG)
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        at = T0
+        for _ in range(purges.FAILING_AFTER):
+            send("fastly://SVC123", at)
+            at = rows()[0].next_attempt_at
+        alert = db.session.scalar(sa.select(OutboxEvent).where(
+            OutboxEvent.topic == "ops.purge_failing"))
+        assert alert.payload["purger"] == "fastly://SVC123"
+        assert "HTTP 503" in alert.payload["last_error"]
+        shown = " ".join([caplog.text, rows()[0].last_error, str(alert.payload)])
+    assert TOKEN not in shown
+
+
+def test_the_status_of_each_purger_shows_its_last_success_and_what_waits(app, api):
+    app.config["CACHE_PURGE"] = [varnish(api), DEAD]
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        send(varnish(api), T0 + timedelta(seconds=2))
+        send(DEAD, T0 + timedelta(seconds=2))
+        live, dead = sorted(purge_sends.health(app.config["CACHE_PURGE"]),
+                            key=lambda h: h.name != varnish(api))
+    assert live.last_done == T0 + timedelta(seconds=2) and live.lag_seconds == 2.0
+    assert live.waiting == 0 and dead.waiting == 1 and dead.last_done is None
+    assert dead.behind(T0 + timedelta(seconds=10)) == 10.0
+    assert "could not be reached" in dead.last_error
