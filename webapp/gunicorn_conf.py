@@ -3,6 +3,7 @@
 Read by `gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"` (see Procfile).
 """
 
+import fcntl
 import os
 import queue
 import re
@@ -70,9 +71,26 @@ def when_ready(server):
     the environment; GET /metrics adds up every worker's files.
     """
     _remove_dead_masters_directories()
-    path = tempfile.mkdtemp(prefix=f"soloist-metrics-{os.getpid()}-")
+    made = Path(tempfile.mkdtemp(prefix=f"soloist-metricsnew-{os.getpid()}-"))
+    _hold(made)  # held before another master's clean-up can see it under its final name
+    path = str(made.with_name(made.name.replace("soloist-metricsnew-", "soloist-metrics-")))
+    made.rename(path)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path  # a SIGHUP reload keeps it
     _import_code(Path(path))
+
+
+# A metrics directory's owner holds a flock on this file in it for its life (its workers
+# inherit the descriptor): the kernel lets go when the last of them is gone. Pids say
+# nothing across PID namespaces (containers sharing /tmp): every master is pid 1 there,
+# and another namespace's pids look dead, so a pid test removed live instances' metrics.
+HELD = ".held"
+_held_fd: list[int] = []
+
+
+def _hold(directory: Path) -> None:
+    fd = os.open(directory / HELD, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    _held_fd.append(fd)
 
 
 # The code each worker runs, imported once in the master before it forks: a worker (and
@@ -95,20 +113,46 @@ def _import_code(metrics_dir: Path) -> None:
     for module in pkgutil.walk_packages(webapp.__path__, "webapp."):
         if module.name != "webapp.gunicorn_conf":  # this file, which gunicorn read
             importlib.import_module(module.name)
-    if any(metrics_dir.iterdir()):  # a metric made here would count for the master
+    if any(p.name != HELD for p in metrics_dir.iterdir()):  # would count for the master
         raise RuntimeError("importing the app in the master made a Prometheus metric")
 
 
 def _remove_dead_masters_directories() -> None:
-    """Remove the metrics directories of masters that were killed before on_exit ran."""
+    """Remove the metrics directories of masters that were killed before on_exit ran.
+
+    Known dead when nobody holds the directory's HELD file; a directory without one (made
+    before it existed) by its master's pid, as before.
+    """
     for path in Path(tempfile.gettempdir()).glob("soloist-metrics-*-*"):
-        pid = path.name.split("-")[2]
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not _held(path):
             shutil.rmtree(path, ignore_errors=True)
-        except (ValueError, PermissionError):
-            continue
+
+
+def _held(directory: Path) -> bool:
+    """Return whether a live process still owns a metrics directory."""
+    try:
+        fd = os.open(directory / HELD, os.O_RDONLY)
+    except FileNotFoundError:
+        return _pid_alive(directory.name.split("-")[2])
+    except OSError:
+        return True  # not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _pid_alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, PermissionError):
+        return True
+    return True
 
 
 def child_exit(server, worker):
