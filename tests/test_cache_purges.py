@@ -200,3 +200,23 @@ def test_the_status_of_each_purger_shows_its_last_success_and_what_waits(app, ap
     assert live.waiting == 0 and dead.waiting == 1 and dead.last_done is None
     assert dead.behind(T0 + timedelta(seconds=10)) == 10.0
     assert "could not be reached" in dead.last_error
+
+
+def test_the_status_page_shows_each_purger_and_what_waits_for_a_dead_one(app, api, auth):
+    app.config["CACHE_PURGE"] = [varnish(api), DEAD]
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        send(varnish(api), T0 + timedelta(seconds=2))
+        send(DEAD, T0 + timedelta(seconds=2))
+    page = auth.client("viewer").get("/status/").get_data(as_text=True)
+    section = page[page.index('id="purges"'):]
+    assert varnish(api) in section and DEAD in section
+    assert "2.0 s after its change" in section  # the live one's last purge and its lag
+    assert "could not be reached" in section  # the dead one's error, in words
+    assert 'class="stale">1' in section  # one waiting for it, long past a minute
+
+
+def test_the_status_page_says_when_no_purger_is_configured(app, auth):
+    page = auth.client("viewer").get("/status/").get_data(as_text=True)
+    assert "No purger configured" in page[page.index('id="purges"'):]

@@ -23,7 +23,9 @@ from ..ops.deploys import WINDOW, build_timeline, report
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
 from ..ops.replica import bound
 from ..ops.replica import status as replica_status
+from ..plugins.purge_sends import health as purge_health
 from ..plugins.webhooks import held_for_replica
+from ..site.purgers import configured
 
 bp = Blueprint("status", __name__, url_prefix="/status")
 
@@ -64,7 +66,8 @@ def index():
                            windows=report(snap.as_of, timeline=timeline),
                            window_minutes=int(WINDOW.total_seconds() // 60),
                            replica=replica_status(), bound=bound().total_seconds(),
-                           held=held_for_replica(snap.as_of))
+                           held=held_for_replica(snap.as_of),
+                           purgers=purge_health(list(configured(current_app.config))))
 
 
 @bp.get("/live")
