@@ -220,3 +220,16 @@ def test_the_status_page_shows_each_purger_and_what_waits_for_a_dead_one(app, ap
 def test_the_status_page_says_when_no_purger_is_configured(app, auth):
     page = auth.client("viewer").get("/status/").get_data(as_text=True)
     assert "No purger configured" in page[page.index('id="purges"'):]
+
+
+def test_metrics_count_the_purges_per_status(app, api):
+    from webapp.ops.metrics import exposition
+
+    app.config["CACHE_PURGE"] = [varnish(api), DEAD]
+    with app.app_context():
+        event("post.published")
+        delivery_tick.fan_out(T0, set())
+        send(varnish(api), T0 + timedelta(seconds=2))
+        body = exposition()[0].decode()
+    assert 'soloist_cache_purges{status="done"} 1.0' in body
+    assert 'soloist_cache_purges{status="pending"} 1.0' in body  # the dead purger's

@@ -180,6 +180,9 @@ def test_posts_timers_deliveries_and_the_outbox_are_counted_per_status(api, app)
     assert {s: found[("soloist_webhook_deliveries", ("status", s))] for s in
             ("pending", "sending", "delivered", "failed")} == {
         "pending": 2, "sending": 0, "delivered": 1, "failed": 1}
+    assert {s: found[("soloist_cache_purges", ("status", s))] for s in
+            ("pending", "sending", "done", "failed")} == {
+        "pending": 0, "sending": 0, "done": 0, "failed": 0}  # no purger configured: none
     assert found[("soloist_outbox_backlog",)] == 1
 
 

@@ -34,7 +34,15 @@ from ..leadership import current_view
 from ..leadership.base import LockSession, is_stale
 from ..leadership.keys import KEYS, SchedulerKey
 from ..leadership.status import holder_ages
-from ..models import LeaderEvent, LeaderState, OutboxEvent, Post, Timer, WebhookDelivery
+from ..models import (
+    CachePurge,
+    LeaderEvent,
+    LeaderState,
+    OutboxEvent,
+    Post,
+    Timer,
+    WebhookDelivery,
+)
 
 
 class Histograms(NamedTuple):
@@ -70,6 +78,7 @@ def _histograms() -> Histograms:
 
 TIMER_STATES = ("active", "failing", "paused")
 DELIVERY_STATUSES = ("pending", "sending", "delivered", "failed")
+PURGE_STATUSES = ("pending", "sending", "done", "failed")
 
 
 def observe_publish_lags(lags: Iterable[float]) -> None:
@@ -177,7 +186,7 @@ def _holding(key: SchedulerKey, sessions: list[LockSession]) -> LockSession | No
 
 
 def _queue_counts(now: datetime) -> dict[tuple[str, str], int]:
-    """Count posts, timers and deliveries per status, late posts and the outbox, at once."""
+    """Count posts, timers, deliveries and purges per status, late posts and the outbox."""
     timer_state = sa.case((Timer.paused, "paused"), (Timer.consecutive_failures > 0, "failing"),
                           else_="active")
     parts = [
@@ -187,6 +196,8 @@ def _queue_counts(now: datetime) -> dict[tuple[str, str], int]:
         sa.select(sa.literal("timers"), timer_state, sa.func.count()).group_by(timer_state),
         sa.select(sa.literal("deliveries"), WebhookDelivery.status, sa.func.count())
         .group_by(WebhookDelivery.status),
+        sa.select(sa.literal("purges"), CachePurge.status, sa.func.count())
+        .group_by(CachePurge.status),
         sa.select(sa.literal("outbox"), sa.literal(""), sa.func.count())
         .where(OutboxEvent.processed_at.is_(None)),
     ]
@@ -211,6 +222,8 @@ def queue_families(counts: dict[tuple[str, str], int]) -> Iterator[Metric]:
          "Timers per state: active, failing (failed last time) or paused."),
         ("soloist_webhook_deliveries", "deliveries", "status", DELIVERY_STATUSES,
          "Webhook deliveries per status."),
+        ("soloist_cache_purges", "purges", "status", PURGE_STATUSES,
+         "Cache purges per status (CACHE_PURGE: one a purger an event readers see)."),
     ):
         family = GaugeMetricFamily(name, help_text, labels=[label])
         seen = {lab for (w, lab) in counts if w == what}
