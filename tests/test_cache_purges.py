@@ -233,3 +233,22 @@ def test_metrics_count_the_purges_per_status(app, api):
         body = exposition()[0].decode()
     assert 'soloist_cache_purges{status="done"} 1.0' in body
     assert 'soloist_cache_purges{status="pending"} 1.0' in body  # the dead purger's
+
+
+def test_new_site_settings_purge_every_page_and_reach_no_webhook_or_hook(app, api):
+    from webapp.models import HookDelivery, WebhookDelivery
+    from webapp.plugins.endpoints import create_webhook
+    from webapp.site import state
+
+    app.config["CACHE_PURGE"] = [varnish(api)]
+    app.config["WEBHOOK_ALLOW_PRIVATE"] = True
+    with app.app_context():
+        create_webhook(api.url + "/hook", ["post.published", "post.unpublished"], "s" * 32)
+        state.save_settings("The Daily Once", "")
+        delivery_tick.fan_out(T0, {"webhooks", "sitemap", "housekeeping"})
+        [purge] = rows()
+        assert (purge.topic, purge.keys, purge.hard) == ("site.settings", "site", False)
+        assert db.session.scalar(sa.select(sa.func.count(WebhookDelivery.id))) == 0
+        assert db.session.scalar(sa.select(sa.func.count(HookDelivery.id))) == 0
+        assert db.session.scalar(sa.select(sa.func.count(OutboxEvent.id)).where(
+            OutboxEvent.processed_at.is_(None))) == 0  # fanned out, not left waiting

@@ -36,7 +36,8 @@ log = logging.getLogger("soloist.plugins.hooks")
 
 FAN_OUT_BATCH = 500
 CLAIM_BATCH = 50
-FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS)  # ops alerts go to webhooks only, never to hooks
+# ops alerts go to webhooks only, never to hooks; site.settings to the cache purges only
+FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, "site.settings")
 MAX_ATTEMPTS = 10
 RETRY_BASE_SECONDS = 5.0
 RETRY_MAX_SECONDS = 3600.0

@@ -17,9 +17,9 @@ from datetime import datetime
 import sqlalchemy as sa
 from flask import current_app
 
-from ..db import database_now
+from ..db import database_now, wake_scheduler
 from ..extensions import db
-from ..models import SiteState, UTCDateTime
+from ..models import OutboxEvent, SiteState, UTCDateTime
 from ..ops import audit
 from ..refusals import Refused
 from .xmltext import unsafe_character
@@ -128,5 +128,11 @@ def save_settings(name: str, description: str) -> SiteInfo:
         {"name": new_name, "description": new_description}))
     db.session.execute(SAVE_SQL, {"row": SiteState.ROW, "name": new_name,
                                   "description": new_description, "now": now})
+    # every public page shows the name: the caches purge their "site" key, from the outbox
+    # like any change readers see, in this transaction (webapp.plugins.purges)
+    db.session.add(OutboxEvent(topic="site.settings", created_at=now,
+                               payload={"name": new_name, "description": new_description},
+                               dedupe_key=f"site.settings:{now.isoformat()}"))
+    wake_scheduler("plugins")
     db.session.commit()
     return current()
