@@ -187,13 +187,19 @@ def test_a_purger_that_keeps_failing_raises_an_alert_and_its_token_is_never_show
     assert TOKEN not in shown
 
 
-def test_the_status_of_each_purger_shows_its_last_success_and_what_waits(app, api):
+def one_done_one_waiting(app, api) -> None:
+    """Purge one publication through a live purger and a dead one, 2 s after it."""
     app.config["CACHE_PURGE"] = [varnish(api), DEAD]
     with app.app_context():
         event("post.published")
         delivery_tick.fan_out(T0, set())
         send(varnish(api), T0 + timedelta(seconds=2))
         send(DEAD, T0 + timedelta(seconds=2))
+
+
+def test_the_status_of_each_purger_shows_its_last_success_and_what_waits(app, api):
+    one_done_one_waiting(app, api)
+    with app.app_context():
         live, dead = sorted(purge_sends.health(app.config["CACHE_PURGE"]),
                             key=lambda h: h.name != varnish(api))
     assert live.last_done == T0 + timedelta(seconds=2) and live.lag_seconds == 2.0
@@ -203,12 +209,7 @@ def test_the_status_of_each_purger_shows_its_last_success_and_what_waits(app, ap
 
 
 def test_the_status_page_shows_each_purger_and_what_waits_for_a_dead_one(app, api, auth):
-    app.config["CACHE_PURGE"] = [varnish(api), DEAD]
-    with app.app_context():
-        event("post.published")
-        delivery_tick.fan_out(T0, set())
-        send(varnish(api), T0 + timedelta(seconds=2))
-        send(DEAD, T0 + timedelta(seconds=2))
+    one_done_one_waiting(app, api)
     page = auth.client("viewer").get("/status/").get_data(as_text=True)
     section = page[page.index('id="purges"'):]
     assert varnish(api) in section and DEAD in section
@@ -225,11 +226,8 @@ def test_the_status_page_says_when_no_purger_is_configured(app, auth):
 def test_metrics_count_the_purges_per_status(app, api):
     from webapp.ops.metrics import exposition
 
-    app.config["CACHE_PURGE"] = [varnish(api), DEAD]
+    one_done_one_waiting(app, api)
     with app.app_context():
-        event("post.published")
-        delivery_tick.fan_out(T0, set())
-        send(varnish(api), T0 + timedelta(seconds=2))
         body = exposition()[0].decode()
     assert 'soloist_cache_purges{status="done"} 1.0' in body
     assert 'soloist_cache_purges{status="pending"} 1.0' in body  # the dead purger's
