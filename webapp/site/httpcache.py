@@ -169,6 +169,21 @@ def private(response: Response) -> Response:
     return response
 
 
+def anonymous_read(app: Flask) -> Callable[[dict], bool]:
+    """Return a test of whether a request is a GET or HEAD that cannot be a signed-in
+    viewer's: no session or remember-me cookie, no Authorization. Shared by the WSGI layers
+    that answer before Flask runs (RevalidateFirst, webapp.site.pagecache)."""
+    cookies = [f"{app.config['SESSION_COOKIE_NAME']}=",
+               f"{app.config.get('REMEMBER_COOKIE_NAME', 'remember_token')}="]
+
+    def test(environ: dict) -> bool:
+        cookie = environ.get("HTTP_COOKIE", "")
+        return (environ.get("REQUEST_METHOD") in ("GET", "HEAD")
+                and "HTTP_AUTHORIZATION" not in environ
+                and not any(name in cookie for name in cookies))
+    return test
+
+
 class RevalidateFirst:
     """WSGI middleware: answer a reader's matching conditional GET with a 304 before Flask runs.
 
@@ -183,8 +198,7 @@ class RevalidateFirst:
     def __init__(self, wsgi_app, app: Flask,
                  validators_of: Callable[[dict], Validators | None]) -> None:
         self.wsgi_app, self.app, self.validators_of = wsgi_app, app, validators_of
-        self.cookies = [f"{app.config['SESSION_COOKIE_NAME']}=",
-                        f"{app.config.get('REMEMBER_COOKIE_NAME', 'remember_token')}="]
+        self.anonymous = anonymous_read(app)
 
     def __call__(self, environ: dict, start_response):
         if self._anonymous_conditional_get(environ):
@@ -200,11 +214,8 @@ class RevalidateFirst:
         return self.wsgi_app(environ, start_response)
 
     def _anonymous_conditional_get(self, environ: dict) -> bool:
-        cookie = environ.get("HTTP_COOKIE", "")
-        return (environ.get("REQUEST_METHOD") in ("GET", "HEAD")
-                and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MODIFIED_SINCE" in environ)
-                and "HTTP_AUTHORIZATION" not in environ
-                and not any(name in cookie for name in self.cookies))
+        return (("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MODIFIED_SINCE" in environ)
+                and self.anonymous(environ))
 
     def _not_modified(self, environ: dict) -> list[tuple[str, str]] | None:
         """Return the 304's headers if the reader's copy is current, else None."""

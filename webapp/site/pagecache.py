@@ -162,8 +162,7 @@ class PageCache:
     def __init__(self, wsgi_app, app: Flask,
                  validators_of: Callable[[dict], httpcache.Validators | None]) -> None:
         self.wsgi_app, self.app, self.validators_of = wsgi_app, app, validators_of
-        self.cookies = [f"{app.config['SESSION_COOKIE_NAME']}=",  # as RevalidateFirst's
-                        f"{app.config.get('REMEMBER_COOKIE_NAME', 'remember_token')}="]
+        self.anonymous = httpcache.anonymous_read(app)
 
     def __call__(self, environ: dict, start_response):
         if not self.app.config["SITE_PAGE_CACHE_MB"] or not self._anonymous_read(environ):
@@ -184,11 +183,8 @@ class PageCache:
         return self._keep(environ, start_response)
 
     def _anonymous_read(self, environ: dict) -> bool:
-        cookie = environ.get("HTTP_COOKIE", "")
-        return (environ.get("REQUEST_METHOD") in ("GET", "HEAD")
-                and "HTTP_AUTHORIZATION" not in environ
-                and "*" not in environ.get("HTTP_IF_NONE_MATCH", "")  # the app decides those
-                and not any(name in cookie for name in self.cookies))
+        return ("*" not in environ.get("HTTP_IF_NONE_MATCH", "")  # the app decides those
+                and self.anonymous(environ))
 
     def _send_kept(self, environ: dict, start_response,
                    validators: httpcache.Validators) -> list[bytes] | None:
