@@ -68,9 +68,11 @@ def test_each_event_readers_see_is_queued_once_for_each_purger_hard_only_for_a_t
         found = [(r.purger.split(":")[0], r.topic, r.keys, r.hard) for r in rows()]
     assert found == [
         ("varnish+http", "post.published", "post-7 home feed sitemap", False),
-        ("purge+http", "post.published", "/posts/hello / /feed.xml /sitemap.xml", False),
+        ("purge+http", "post.published", "/posts/hello / /?page=2 /feed.xml /sitemap.xml",
+         False),
         ("varnish+http", "post.unpublished", "post-7 home feed sitemap", True),
-        ("purge+http", "post.unpublished", "/posts/hello / /feed.xml /sitemap.xml", True),
+        ("purge+http", "post.unpublished", "/posts/hello / /?page=2 /feed.xml /sitemap.xml",
+         True),
         ("varnish+http", "post.updated", "post-7", False),
         ("purge+http", "post.updated", "/posts/hello", False)]
 
@@ -85,6 +87,57 @@ def test_a_slug_change_purges_the_lists_too(app, api):
         delivery_tick.fan_out(T0, set())
         lists = f"post-{post_id} home feed sitemap"
         assert [r.keys for r in rows()] == [lists, f"post-{post_id}", lists]
+
+
+def test_a_slug_change_purges_the_old_address_too_where_a_purge_names_paths(app, api):
+    app.config["CACHE_PURGE"] = ["purge+" + api.url]
+    post_id = new_post(app, "Hello", status="published")
+    with app.app_context():
+        event("post.published", post_id, real=True)
+        event("post.updated", post_id, slug="renamed", at=T0 + timedelta(seconds=1), real=True)
+        delivery_tick.fan_out(T0, set())
+        assert rows()[1].keys == "/posts/renamed /posts/hello / /?page=2 /feed.xml /sitemap.xml"
+
+
+def test_a_plain_purge_names_every_page_of_the_home_one_past_the_last(app, api):
+    app.config["CACHE_PURGE"] = ["purge+" + api.url]
+    for n in range(41):  # three pages of 20
+        new_post(app, f"Post {n}", status="published")
+    with app.app_context():
+        event("site.settings", post_id=None)
+        delivery_tick.fan_out(T0, set())
+        assert rows()[0].keys == "/ /?page=2 /?page=3 /?page=4"
+
+
+def test_a_removed_file_is_purged_hard_every_width(app, api):
+    """Its widths are cached for a year (immutable): the removal purges them, by key or path."""
+    from tests import media_files
+    from webapp.media import store
+
+    app.config["CACHE_PURGE"] = [varnish(api), "purge+" + api.url]
+    with app.app_context():
+        row, _ = store.upload(media_files.jpeg((1200, 800)), "gull.jpg", "A gull", 10**7, None)
+        sha, ext = row.sha256, row.ext
+        store.delete_file(row.id)
+        delivery_tick.fan_out(T0, set())
+        keyed, plain = rows()
+    assert (keyed.topic, keyed.keys, keyed.hard) == ("media.deleted", f"media-{sha[:32]}", True)
+    assert f"/media/{sha}/orig.{ext}" in plain.keys.split()
+    assert f"/media/{sha}/960.{ext}" in plain.keys.split() and plain.hard
+
+
+def test_the_sitemap_is_purged_again_once_its_plugin_stored_a_new_list(app, api):
+    """The post's own purge can come before the plugin's rebuild: a reader between them
+    caches the old list, so the rebuild purges `sitemap` again, and only when it changed."""
+    from webapp.plugins import sitemap
+
+    app.config["CACHE_PURGE"] = [varnish(api)]
+    new_post(app, "Hello", status="published")
+    with app.app_context():
+        sitemap.rebuild(T0)
+        sitemap.rebuild(T0 + timedelta(minutes=15))  # the timer: nothing changed
+        delivery_tick.fan_out(T0, set())
+        assert [(r.topic, r.keys) for r in rows()] == [("sitemap.built", "sitemap")]
 
 
 def test_several_events_go_in_one_request_hard_if_any_is_a_takedown(app, api):

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from ..db import database_now, wake_scheduler
 from ..extensions import db
-from ..models import MediaFile, MediaVariant, Post, ScheduledChange, User
+from ..models import MediaFile, MediaVariant, OutboxEvent, Post, ScheduledChange, User
 from ..ops import audit
 from ..site.markdown import ImageInfo
-from . import images
+from . import images, serving
 
 MAX_ALT = 500
 MAX_NAME = 255
@@ -118,14 +119,23 @@ def get_file(file_id: int) -> MediaFile:
 
 def delete_file(file_id: int) -> MediaFile:
     """Delete a file no post uses (audited); refuse one that is used, naming the posts."""
+    now = database_now()  # first: it ends the transaction it reads in
     row = get_file(file_id)
     used = posts_using([row]).get(row.id)
     if used:
         raise MediaInUse(used)
+    paths = [serving.media_path(row.sha256, variant, row.ext) for variant in db.session.scalars(
+        sa.select(MediaVariant.variant).where(MediaVariant.file_id == row.id))]
     db.session.execute(sa.delete(MediaVariant).where(MediaVariant.file_id == row.id))
     db.session.delete(row)
     audit.record("media.delete", audit.target("media", row.id, row.name),
                  {"alt": row.alt, "size": row.size})
+    # a cache keeps its copies of every width for a year (immutable): they are purged, from
+    # the outbox in this transaction like any change readers see (webapp.plugins.purges)
+    db.session.add(OutboxEvent(topic="media.deleted", created_at=now,
+                               payload={"sha256": row.sha256, "paths": paths},
+                               dedupe_key=f"media.deleted:{row.sha256}:{now.isoformat()}"))
+    wake_scheduler("plugins")
     db.session.commit()
     return row
 

@@ -36,8 +36,10 @@ log = logging.getLogger("soloist.plugins.hooks")
 
 FAN_OUT_BATCH = 500
 CLAIM_BATCH = 50
-# ops alerts go to webhooks only, never to hooks; site.settings to the cache purges only
-FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, "site.settings")
+# ops alerts go to webhooks only, never to hooks; the site's settings, a media file removed
+# and the sitemap rebuilt to the cache purges only (webapp.plugins.purges)
+PURGE_TOPICS = ("site.settings", "media.deleted", "sitemap.built")
+FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, *PURGE_TOPICS)
 MAX_ATTEMPTS = 10
 RETRY_BASE_SECONDS = 5.0
 RETRY_MAX_SECONDS = 3600.0

@@ -20,16 +20,17 @@ shown. A purger failing FAILING_AFTER times in a row raises ops.purge_failing.
 """
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 import sqlalchemy as sa
 
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.fence import Lead, gone
-from ..models import CachePurge, OutboxEvent
+from ..models import CachePurge, OutboxEvent, Post
 from ..ops import replica
 from ..site import purgers, surrogate
 from .hooks import new_claim
@@ -37,9 +38,11 @@ from .webhook_sends import TIMEOUT_SECONDS
 
 log = logging.getLogger("soloist.plugins.purges")
 
-HARD = ("post.unpublished", "post.deleted")  # a takedown: no stale copy may be served
-TOPICS = ("post.published", "post.unpublished", "post.updated", "post.changed",
-          "post.restored", "post.deleted", "site.settings")
+# a takedown, a file removed: no stale copy may be served
+HARD = ("post.unpublished", "media.deleted")
+# a live post edited, its scheduled change swapped in or a revision restored: post.updated
+TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
+          "media.deleted", "sitemap.built")
 CLAIM_BATCH = 100
 MAX_ATTEMPTS = 12  # with the retry schedule: about a day and a half
 LEASE = timedelta(seconds=TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
@@ -48,24 +51,30 @@ FAILING_AFTER = 3
 
 # -- fan out --------------------------------------------------------------------------
 
-def _slug_changed(event: object) -> bool:
-    """Return whether a post.updated event's slug differs from the post's previous event's."""
+def _old_slug(event: object) -> str | None:
+    """Return a post.updated event's slug before it, when the event changed it (else None)."""
     payload = event.payload or {}
     if event.topic != "post.updated" or "slug" not in payload:
-        return False
+        return None
     before = db.session.scalar(
         sa.select(OutboxEvent.payload).where(OutboxEvent.post_id == payload.get("post_id"),
                                              OutboxEvent.topic.like("post.%"),
                                              OutboxEvent.id < event.id)
         .order_by(OutboxEvent.id.desc()).limit(1))
-    return before is not None and (before or {}).get("slug") != payload["slug"]
+    old = (before or {}).get("slug") if before is not None else None
+    return old if old != payload["slug"] else None
 
 
-def _rows(event: object, configured: dict) -> list[dict]:
+def _published() -> int:
+    return db.session.scalar(sa.select(sa.func.count()).where(Post.status == "published"))
+
+
+def _rows(event: object, configured: dict, published: Callable[[], int]) -> list[dict]:
     payload = event.payload or {}
-    keys = surrogate.event_keys(event.topic, payload.get("post_id"), _slug_changed(event))
+    old_slug = _old_slug(event)
+    keys = surrogate.event_keys(event.topic, payload, old_slug is not None)
     return [{"purger": name, "event_id": event.id, "topic": event.topic,
-             "keys": " ".join(purgers.targets(purger, keys, payload.get("slug"))),
+             "keys": " ".join(purgers.targets(purger, keys, payload, old_slug, published)),
              "hard": event.topic in HARD, "status": "pending", "attempts": 0,
              "next_attempt_at": event.created_at, "last_error": "",
              "created_at": event.created_at}
@@ -77,8 +86,9 @@ def enqueue_events(events: Iterable) -> int:
     configured = purgers.configured()
     if not configured:
         return 0
+    published = cache(_published)  # read once a batch, and only for a plain PURGE
     rows = [row for event in events if event.topic in TOPICS
-            for row in _rows(event, configured)]
+            for row in _rows(event, configured, published)]
     if rows:
         lsn = replica.stamp()  # after the events were read: see webapp.ops.replica
         for row in rows:

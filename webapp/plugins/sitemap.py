@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import sqlalchemy as sa
 
-from ..db import database_now
+from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..models import OutboxEvent, PluginDocument, Post
 from .base import HookEvent, Param, Plugin, RunContext
@@ -34,6 +34,13 @@ def rebuild(now: datetime, limit: int = LIMIT) -> int:
                 "lastmod": max(t for t in (updated, published) if t).date().isoformat()}
                for slug, updated, published in rows]
     document = db.session.get(PluginDocument, DOCUMENT) or PluginDocument(name=DOCUMENT)
+    if document.content is None or json.loads(document.content)["entries"] != entries:
+        # the caches' copies go once the new list is stored, not only when its post changed
+        # (that purge can come before this build: a reader then re-caches the old list)
+        db.session.add(OutboxEvent(topic="sitemap.built", created_at=now,
+                                   payload={"entries": len(entries)},
+                                   dedupe_key=f"sitemap.built:{now.isoformat()}"))
+        wake_scheduler("plugins")
     document.content_type = "application/json"
     document.content = json.dumps({"built_at": now.isoformat(), "entries": entries})
     document.updated_at = now

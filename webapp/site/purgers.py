@@ -176,14 +176,35 @@ class PlainPurge:
                 _check(f"{self.base} (PURGE {path})", status, headers, body)
 
     @staticmethod
-    def paths_for(keys: Iterable[str], slug: str | None) -> list[str]:
-        """Return the paths an event's keys name: the post's URL, /, the feed, the sitemap."""
+    def paths_for(keys: Iterable[str], payload: dict, old_slug: str | None = None,
+                  published: int = 0) -> list[str]:
+        """Return the paths an event's keys name: the post's URL (and its old one when the
+        slug changed), every page of the home, the feed, the sitemap, a file's widths."""
         adapter = current_app.url_map.bind("")
-        built = {"post": slug and adapter.build("site.post", {"slug": slug}),
-                 surrogate.HOME: "/", surrogate.FEED: "/feed.xml",
-                 surrogate.SITEMAP: "/sitemap.xml", surrogate.SITE: "/"}
-        paths = [built.get("post" if key.startswith("post-") else key) for key in keys]
-        return list(dict.fromkeys(p for p in paths if p))
+        slugs = [s for s in (payload.get("slug"), old_slug) if s]
+        paths: list[str] = []
+        for key in keys:
+            if key.startswith("post-"):
+                paths += [adapter.build("site.post", {"slug": slug}) for slug in slugs]
+            elif key.startswith("media-"):
+                paths += payload.get("paths") or []
+            elif key in (surrogate.HOME, surrogate.SITE):
+                paths += home_pages(published)
+            else:
+                paths.append({surrogate.FEED: "/feed.xml", surrogate.SITEMAP: "/sitemap.xml"}[key])
+        return list(dict.fromkeys(paths))
+
+
+MAX_HOME_PAGES = 100
+
+
+def home_pages(published: int) -> list[str]:
+    """Return the home's pages as a PURGE names them, given how many posts are live: /,
+    then /?page=2 and on, one past the last (a takedown leaves the last page one short).
+    A plain PURGE has no keys, and each page's query is its own cached copy; past
+    MAX_HOME_PAGES the older pages keep their lifetime (docs/deploying.md)."""
+    pages = min(MAX_HOME_PAGES, published // surrogate.HOME_PAGE_SIZE + 2)
+    return ["/", *(f"/?page={n}" for n in range(2, pages + 1))]
 
 
 Purger = Varnish | Fastly | Cloudflare | PlainPurge
@@ -206,6 +227,10 @@ def configured(config: dict | None = None) -> dict[str, Purger]:
             for url in config.get("CACHE_PURGE") or []}
 
 
-def targets(purger: Purger, keys: Sequence[str], slug: str | None) -> list[str]:
-    """Return what purger is asked to purge for an event's keys: the keys, or their paths."""
-    return purger.paths_for(keys, slug) if isinstance(purger, PlainPurge) else list(keys)
+def targets(purger: Purger, keys: Sequence[str], payload: dict, old_slug: str | None = None,
+            published: Callable[[], int] = lambda: 0) -> list[str]:
+    """Return what purger is asked to purge for an event's keys: the keys, or their paths
+    (published: how many posts are live, read only for a plain PURGE of the home)."""
+    if isinstance(purger, PlainPurge):
+        return purger.paths_for(keys, payload, old_slug, published())
+    return list(keys)

@@ -18,7 +18,8 @@ A shared cache (Varnish with xkey, Fastly) indexes a response under the keys in 
 
 So a publish or takedown purges `post-<id> home feed sitemap`, a slug change the same
 (its new URL may have been a cached 404 of `home`), an edit or a scheduled change
-`post-<id>`, the settings `site` (event_keys), a media file removed its `media-` key.
+`post-<id>`, the settings `site` (event_keys), a media file removed its `media-` key,
+the sitemap stored anew by its plugin (after the post's own purge) `sitemap` again.
 
 A 304 carries no keys: a cache refreshing its copy keeps the copy's own headers for any
 the 304 leaves out (RFC 9111, 4.3.4), and a 304 of a list cannot know, without reading
@@ -30,6 +31,7 @@ from collections.abc import Iterable
 from flask import Response
 
 SITE, HOME, FEED, SITEMAP = "site", "home", "feed", "sitemap"
+HOME_PAGE_SIZE = 20  # posts a page of the home shows (webapp.views.site)
 PAGES = ("post", "missing", "unknown", "home", "feed", "sitemap")  # what keys_for names
 
 
@@ -57,19 +59,24 @@ def keys_for(page: str, post_id: int | None = None, listed: Iterable[int] = ()) 
     return (SITE, *own, *(post_key(i) for i in posts))
 
 
-def event_keys(topic: str, post_id: int | None = None,
-               slug_changed: bool = False) -> tuple[str, ...]:
-    """Return the keys a change to readers purges: site.settings, or an outbox post topic.
+def event_keys(topic: str, payload: dict, slug_changed: bool = False) -> tuple[str, ...]:
+    """Return the keys a change to readers purges: an outbox event's topic and payload.
 
-    A live post's text edited (post.updated) or its scheduled change swapped in
-    (post.changed) shows where the post's key is; anything else (published, unpublished,
-    restored, deleted, a slug changed) also moves it in or out of the lists.
+    A live post's text edited, its scheduled change swapped in or a revision restored
+    (post.updated) shows where the post's key is; a publish, a takedown or a slug changed
+    also moves it in or out of the lists. The settings purge
+    `site`, a media file removed its `media-` key, the sitemap rebuilt `sitemap`.
     """
     if topic == "site.settings":
         return (SITE,)
+    if topic == "sitemap.built":
+        return (SITEMAP,)
+    if topic == "media.deleted":
+        return (media_key(payload["sha256"]),)
+    post_id = payload.get("post_id")
     if post_id is None:
         raise ValueError(f"{topic} purges a post's keys: give its id")
-    if topic in ("post.updated", "post.changed") and not slug_changed:
+    if topic == "post.updated" and not slug_changed:
         return (post_key(post_id),)
     return (post_key(post_id), HOME, FEED, SITEMAP)
 

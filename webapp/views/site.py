@@ -42,7 +42,7 @@ from ..site import (
 
 bp = Blueprint("site", __name__)
 
-PAGE_SIZE = 20
+PAGE_SIZE = surrogate.HOME_PAGE_SIZE
 MAX_PAGE = 50_000
 FEED_SIZE = 20
 # what the pages show from the environment (the zone: every date readers see)
