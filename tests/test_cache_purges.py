@@ -171,9 +171,23 @@ def test_a_dead_purger_delays_only_itself_and_is_retried_with_back_off(app, api)
         assert dead.status == "pending" and dead.attempts == 1
         assert "could not be reached" in dead.last_error
         assert dead.next_attempt_at > T0  # not tried again at once: no busy loop
+        # nor after a growing back-off: a cache that comes back is purged within seconds
+        again = dead.next_attempt_at
+        assert send(DEAD, again)["retrying"] == 1
+        assert rows(DEAD)[0].next_attempt_at == again + timedelta(seconds=5)
         ahead = plugin_due.look(T0, Lead(), set())
         assert ahead.wake == dead.next_attempt_at and ahead.idle(T0)
         assert purges.purgers_due(T0, Lead(), app.config["CACHE_PURGE"]) == []
+
+
+def test_a_purge_older_than_the_caches_lifetime_is_given_up_its_copies_expired(app):
+    app.config["CACHE_PURGE"] = [DEAD]
+    with app.app_context():
+        event("post.published", at=T0 - timedelta(days=2))
+        delivery_tick.fan_out(T0, set())
+        assert send(DEAD)["retrying"] == 1  # counted as tried; the row is failed, not retried
+        [row] = rows(DEAD)
+        assert row.status == "failed" and "could not be reached" in row.last_error
 
 
 def test_a_rate_limit_is_waited_out_as_the_api_asks_then_the_purge_is_done(app, api):

@@ -263,6 +263,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # a public page this long (s-maxage) while browsers revalidate every visit
         "CACHE_PURGE": cache_purgers(env),
         "SITE_SHARED_MAX_AGE_SECONDS": env_int(env, "SITE_SHARED_MAX_AGE_SECONDS", 86_400),
+        "PURGE_RETRY_SECONDS": env_float(env, "PURGE_RETRY_SECONDS", 5.0, 0.01),
         # each worker keeps the public pages it rendered, up to this many MB (0: none)
         "SITE_PAGE_CACHE_MB": env_int(env, "SITE_PAGE_CACHE_MB", 32),
         # the CDN APIs' tokens (secrets: never logged) and where their APIs are (a test's

@@ -14,9 +14,12 @@ counts the attempt, re-checks the claim and the leadership right before the requ
 (still_held), and purges every key of the batch in as few requests as the API allows
 (hard if any of them is). Every write is fenced by the claim; a new leadership takes
 another's claims once their process is gone or their lease is up. A failed batch is
-retried on webhook_sends.retry_delay's schedule (or the cache's Retry-After if longer),
-and the purger's other waiting rows wait with it; past MAX_ATTEMPTS a row is failed and
-shown. A purger failing FAILING_AFTER times in a row raises ops.purge_failing.
+retried every PURGE_RETRY_SECONDS, not on a growing schedule like a webhook: it is one
+small request a purger, and what readers see waits on it, so a cache that comes back is
+purged within seconds (the cache's Retry-After is waited out if longer); the purger's
+other waiting rows wait with it. A purge older than the caches' own lifetime
+(SITE_SHARED_MAX_AGE_SECONDS) is given up as failed: every copy it would drop has expired
+by itself. A purger failing FAILING_AFTER times in a row raises ops.purge_failing.
 """
 
 import logging
@@ -44,7 +47,7 @@ HARD = ("post.unpublished", "media.deleted")
 TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
           "media.deleted", "sitemap.built")
 CLAIM_BATCH = 100
-MAX_ATTEMPTS = 12  # with the retry schedule: about a day and a half
+RETRY_SECONDS = 5.0  # PURGE_RETRY_SECONDS
 LEASE = timedelta(seconds=TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
 FAILING_AFTER = 3
 
