@@ -2,78 +2,27 @@
 cached, and a purge of their surrogate keys makes the next reader get a fresh copy: hard (a
 takedown, never served again) and soft (served stale once while it is fetched again)."""
 
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import urllib.request
-from pathlib import Path
 
 import pytest
 from werkzeug.serving import make_server
 
 from tests.cluster import free_port, wait_for
+from tests.edge import VCL, Varnish, varnish_or_skip
 from tests.support import new_post, read_whole
 from webapp.site import purgers
-
-VARNISHD = shutil.which("varnishd") or "/usr/sbin/varnishd"
-VCL = Path(__file__).resolve().parents[1] / "docs" / "soloist.vcl"
-
-
-def varnish_or_skip() -> None:
-    """Skip without varnishd and xkey (make system-deps installs them); fail instead on CI."""
-    if Path(VARNISHD).exists() and list(Path("/usr/lib").glob("*/varnish/vmods/libvmod_xkey.so")):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI needs Varnish with varnish-modules (make system-deps)")
-    pytest.skip("varnishd with varnish-modules' xkey is not installed (make system-deps)")
 
 
 @pytest.fixture(scope="module")
 def varnish():
-    """Run a throwaway varnishd with the handbook's VCL, its backend a port of our choice.
-
-    Its home is readable by all: varnishd run as root reads the VCL as its own user.
-    """
-    varnish_or_skip()
-    home, origin, port = Path(tempfile.mkdtemp(prefix="soloist-varnish-")), free_port(), free_port()
-    home.chmod(0o755)
-    vcl = home / "soloist.vcl"
-    vcl.write_text(VCL.read_text().replace('.port = "8000";', f'.port = "{origin}";'))
-    with (home / "log").open("w") as log:  # varnishd keeps it open; we read the file
-        process = subprocess.Popen(
-            [VARNISHD, "-F", "-a", f"127.0.0.1:{port}", "-f", str(vcl), "-n", str(home / "n"),
-             "-s", "malloc,64m", "-p", "default_grace=60"],
-            stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}"
+    """Run a throwaway varnishd with the handbook's VCL, its origin a port of our choice."""
+    origin = free_port()
+    cache = Varnish([origin])
     try:
-        wait_for(lambda: _up(url) or process.poll() is not None, 30, "varnishd to listen")
-        assert process.poll() is None, (home / "log").read_text()
-        yield {"url": url, "origin": origin}
+        yield {"url": cache.url, "origin": origin, "cache": cache}
     finally:
-        process.terminate()
-        process.wait(10)
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def _status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            return answer.status
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        return exc.code
-
-
-def _up(url: str) -> bool:
-    try:
-        urllib.request.urlopen(url + "/healthz", timeout=2)
-    except urllib.error.HTTPError:
-        return True  # Varnish answers (a 503: no origin yet)
-    except OSError:
-        return False
-    return True
+        cache.close()
 
 
 @pytest.fixture
@@ -82,7 +31,8 @@ def behind(app, varnish):
     server = make_server("127.0.0.1", varnish["origin"], read_whole(app), threaded=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    wait_for(lambda: _status(varnish["url"] + "/healthz") == 200, 10, "Soloist through Varnish")
+    wait_for(lambda: varnish["cache"].read("/healthz").status == 200, 10,
+             "Soloist through Varnish")
     yield varnish["url"], purgers.Varnish("varnish+http://" + varnish["url"][7:])
     server.shutdown()
     thread.join(10)
