@@ -118,3 +118,15 @@ def test_cache_purge_lists_purgers_and_names_one_it_cannot_use():
     with pytest.raises(ConfigError) as raised:
         load_config({**env, "CACHE_PURGE": "https://user:secret@edge.example"})
     assert "secret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("purge", [[], PURGER])
+def test_an_answer_that_can_turn_right_any_moment_is_kept_by_no_cache(app, purge):
+    """Before its plugin's first build the sitemap is a 404, which Varnish would otherwise
+    keep two minutes (its default for an answer without Cache-Control), past the build."""
+    app.config["CACHE_PURGE"] = purge
+    missing = app.test_client().get("/sitemap.xml")
+    assert missing.status_code == 404 and missing.headers["Cache-Control"] == "no-cache"
+    with app.app_context():
+        sitemap.rebuild(database_now())
+    assert app.test_client().get("/sitemap.xml").status_code == 200
