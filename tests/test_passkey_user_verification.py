@@ -3,13 +3,15 @@ verification (a PIN, a fingerprint, a face), so a security key stolen without it
 nothing, alone or as the step after a password. The answers come from a software
 authenticator (tests/authenticator.py) posted to the app, as an attacker's client would."""
 
+import json
+
 import pytest
 import sqlalchemy as sa
 
 from tests.authenticator import SoftKey
 from tests.support import csrf_token, post_form, text
 from webapp.extensions import db
-from webapp.models import Passkey
+from webapp.models import AuditEvent, Passkey
 
 SITE = "http://localhost"  # the test client's own origin: the relying party is "localhost"
 EMAIL = "key@example.com"
@@ -74,6 +76,21 @@ def test_a_key_that_only_proves_a_touch_does_not_sign_in(app, key):
     owner = app.test_client()
     assert _sign_in(owner, key, verified=True).status_code == 200
     assert owner.get("/admin/").status_code == 200
+    refused, started = _decisions(app)
+    assert (refused.action, refused.actor) == ("auth.refused", EMAIL)  # whose key it was
+    assert {k: v for k, v in json.loads(refused.detail).items() if k != "reason"} == {
+        "for": "sign-in", "method": "passkey", "device": None}
+    assert "did not verify you" in json.loads(refused.detail)["reason"]
+    assert json.loads(started.detail)["method"] == "passkey"
+
+
+def _decisions(app) -> list[AuditEvent]:
+    """Return the sign-in decisions logged since the key was added."""
+    with app.app_context():
+        return list(db.session.scalars(sa.select(AuditEvent).where(
+            AuditEvent.action.startswith("auth.") | (AuditEvent.action == "session.start"),
+            AuditEvent.id > db.session.scalar(sa.select(AuditEvent.id).where(
+                AuditEvent.action == "user.passkey_add"))).order_by(AuditEvent.id)))
 
 
 def test_a_key_that_only_proves_a_touch_is_no_second_factor(app, auth, key):
@@ -83,6 +100,11 @@ def test_a_key_that_only_proves_a_touch_is_no_second_factor(app, auth, key):
     refused = _sign_in(thief, key, verified=False)
     assert refused.status_code == 401
     assert thief.get("/admin/").status_code == 302
+    assert _sign_in(thief, key, verified=True).status_code == 200  # with the PIN, at last
+    assert [(row.action, json.loads(row.detail).get("for"), json.loads(row.detail)["method"])
+            for row in _decisions(app)] == [
+        ("auth.ok", "sign-in", "password"), ("auth.refused", "second step", "passkey"),
+        ("session.start", None, "password + passkey")]
 
 
 def test_a_key_that_only_proves_a_touch_confirms_no_dangerous_action(app, auth, key):

@@ -25,11 +25,13 @@ CHALLENGE_SECONDS = 300
 
 
 class PasskeyError(ValueError):
-    """A ceremony refused, with the reason in words (and the passkey's owner, when known)."""
+    """A ceremony refused, with the reason in words, the passkey's owner when known, and
+    whether the answer named a challenge of ours (an answer to nothing decides nothing)."""
 
-    def __init__(self, message: str, owner: User | None = None) -> None:
+    def __init__(self, message: str, owner: User | None = None, *,
+                 ours: bool = True) -> None:
         super().__init__(message)
-        self.owner = owner
+        self.owner, self.ours = owner, ours
 
 
 UNVERIFIED = ("This passkey did not verify you (its PIN, fingerprint or face): a passkey "
@@ -81,11 +83,12 @@ def _take(credential: dict, purpose: str) -> WebAuthnChallenge:
             credential["response"]["clientDataJSON"] + "=="))
         sent = client["challenge"]
     except (KeyError, TypeError, ValueError) as exc:
-        raise PasskeyError("The browser's answer could not be read.") from exc
+        raise PasskeyError("The browser's answer could not be read.", ours=False) from exc
     found = db.session.scalar(sa.select(WebAuthnChallenge).where(
         WebAuthnChallenge.challenge == sent, WebAuthnChallenge.purpose == purpose))
     if found is None:
-        raise PasskeyError("This request was used already or is unknown: try again.")
+        raise PasskeyError("This request was used already or is unknown: try again.",
+                           ours=False)
     db.session.delete(found)  # single-use, whatever the answer
     db.session.commit()
     if found.expires_at < utcnow():
