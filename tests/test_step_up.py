@@ -93,8 +93,11 @@ def test_a_stale_session_is_asked_again_and_the_form_survives_the_prompt(app, au
     assert done.status_code in (200, 303, 409, 422), text(done)[:500]
     assert "Confirm it is you" not in text(done)
     with app.app_context():  # each audit row of the change says how it was proved
-        details = [json.loads(d) for d in db.session.scalars(
-            sa.select(AuditEvent.detail).order_by(AuditEvent.id).offset(mark))]
+        rows = db.session.execute(sa.select(AuditEvent.action, AuditEvent.detail)
+                                  .order_by(AuditEvent.id).offset(mark)).all()
+    proofs = [json.loads(detail) for action, detail in rows if action.startswith("auth.")]
+    assert proofs == [{"for": "step-up", "method": "password", "device": 1}]  # the decision
+    details = [json.loads(detail) for action, detail in rows if not action.startswith("auth.")]
     assert all(d.get("proof") == "password just now" for d in details), details
     # a change that went through is audited (here the evict names no real holder and the
     # passkey to remove does not exist: refused; confirming only proves the session)

@@ -48,13 +48,13 @@ def _cookie_device() -> UserDevice | None:
     return found
 
 
-def remember(user: User, user_agent: str) -> None:
+def remember(user: User, user_agent: str) -> UserDevice:
     """After a successful sign-in: stamp the browser's device, or give it one (the cookie is
-    set on the response). The caller commits."""
+    set on the response); return it. The caller commits."""
     found = _cookie_device()
     if found is not None and found.user_id == user.id:
         found.last_used_at = utcnow()
-        return
+        return found
     secret = secrets.token_urlsafe(32)
     device = UserDevice(user_id=user.id, secret_hash=hash_token(secret),
                         user_agent=user_agent[:200])
@@ -68,6 +68,8 @@ def remember(user: User, user_agent: str) -> None:
                             httponly=True, samesite="Lax", secure=request.is_secure,
                             path="/")
         return response
+
+    return device
 
 
 def listed(user: User) -> list[UserDevice]:

@@ -5,6 +5,9 @@ without SITE_URL passkeys are unavailable outside debug (a Host header is the cl
 to choose, and a passkey bound to the wrong name is useless). Each ceremony's challenge is
 stored server-side, expires after CHALLENGE_SECONDS and is used once, whatever the answer.
 Sign-in asks for a discoverable credential: the authenticator says whose it is.
+Registration and sign-in require user verification (a PIN, a fingerprint, a face): a key
+that proves only a touch (the user-present flag), as a stolen one without its PIN does, is
+refused, alone or as a second factor.
 """
 
 import base64
@@ -22,7 +25,18 @@ CHALLENGE_SECONDS = 300
 
 
 class PasskeyError(ValueError):
-    """A ceremony refused, with the reason in words."""
+    """A ceremony refused, with the reason in words, the passkey's owner when known, and
+    whether the answer named a challenge of ours (an answer to nothing decides nothing)."""
+
+    def __init__(self, message: str, owner: User | None = None, *,
+                 ours: bool = True) -> None:
+        super().__init__(message)
+        self.owner, self.ours = owner, ours
+
+
+UNVERIFIED = ("This passkey did not verify you (its PIN, fingerprint or face): a passkey "
+              "counts only with that. Set a PIN or a fingerprint on the device, or use your "
+              "password.")
 
 
 def _webauthn():
@@ -69,11 +83,12 @@ def _take(credential: dict, purpose: str) -> WebAuthnChallenge:
             credential["response"]["clientDataJSON"] + "=="))
         sent = client["challenge"]
     except (KeyError, TypeError, ValueError) as exc:
-        raise PasskeyError("The browser's answer could not be read.") from exc
+        raise PasskeyError("The browser's answer could not be read.", ours=False) from exc
     found = db.session.scalar(sa.select(WebAuthnChallenge).where(
         WebAuthnChallenge.challenge == sent, WebAuthnChallenge.purpose == purpose))
     if found is None:
-        raise PasskeyError("This request was used already or is unknown: try again.")
+        raise PasskeyError("This request was used already or is unknown: try again.",
+                           ours=False)
     db.session.delete(found)  # single-use, whatever the answer
     db.session.commit()
     if found.expires_at < utcnow():
@@ -92,7 +107,7 @@ def registration_options(user: User) -> str:
         user_name=user.email, user_id=str(user.id).encode(),
         authenticator_selection=structs.AuthenticatorSelectionCriteria(
             resident_key=structs.ResidentKeyRequirement.REQUIRED,
-            user_verification=structs.UserVerificationRequirement.PREFERRED),
+            user_verification=structs.UserVerificationRequirement.REQUIRED),
         exclude_credentials=[structs.PublicKeyCredentialDescriptor(id=p.credential_id)
                              for p in listed(user)])
     _store(options.challenge, "register", user)
@@ -106,12 +121,9 @@ def register(user: User, credential: dict, name: str) -> Passkey:
         raise PasskeyError("This request was made for someone else.")
     rp = relying_party()
     webauthn, _structs = _webauthn()
-    try:
-        verified = webauthn.verify_registration_response(
-            credential=credential, expected_challenge=base64.urlsafe_b64decode(
-                found.challenge + "=="), expected_rp_id=rp[0], expected_origin=rp[1])
-    except Exception as exc:  # noqa: BLE001  (the library's many refusals, in words)
-        raise PasskeyError(f"The passkey was not accepted: {exc}") from exc
+    verified = _verify(webauthn.verify_registration_response, None, credential=credential,
+                       expected_challenge=base64.urlsafe_b64decode(found.challenge + "=="),
+                       expected_rp_id=rp[0], expected_origin=rp[1])
     passkey = Passkey(user_id=user.id, credential_id=verified.credential_id,
                       public_key=verified.credential_public_key,
                       sign_count=verified.sign_count,
@@ -131,7 +143,7 @@ def authentication_options(user: User | None = None) -> str:
     allowed = [structs.PublicKeyCredentialDescriptor(id=p.credential_id)
                for p in listed(user)] if user is not None else None
     options = webauthn.generate_authentication_options(
-        rp_id=rp[0], user_verification=structs.UserVerificationRequirement.PREFERRED,
+        rp_id=rp[0], user_verification=structs.UserVerificationRequirement.REQUIRED,
         allow_credentials=allowed)
     _store(options.challenge, "sign-in", user)
     return webauthn.options_to_json(options)
@@ -154,23 +166,30 @@ def authenticate(credential: dict) -> User:
         raise PasskeyError("This passkey is not known here (was it removed?).")
     rp = relying_party()
     webauthn, _structs = _webauthn()
-    try:
-        verified = webauthn.verify_authentication_response(
-            credential=credential,
-            expected_challenge=base64.urlsafe_b64decode(found.challenge + "=="),
-            expected_rp_id=rp[0], expected_origin=rp[1],
-            credential_public_key=passkey.public_key,
-            credential_current_sign_count=passkey.sign_count)
-    except Exception as exc:  # noqa: BLE001
-        raise PasskeyError(f"The passkey was not accepted: {exc}") from exc
     user = db.session.get(User, passkey.user_id)
+    verified = _verify(webauthn.verify_authentication_response, user, credential=credential,
+                       expected_challenge=base64.urlsafe_b64decode(found.challenge + "=="),
+                       expected_rp_id=rp[0], expected_origin=rp[1],
+                       credential_public_key=passkey.public_key,
+                       credential_current_sign_count=passkey.sign_count)
     if found.user_id is not None and found.user_id != passkey.user_id:
-        raise PasskeyError("This passkey is someone else's.")
+        raise PasskeyError("This passkey is someone else's.", user)
     if user is None or not user.active:
-        raise PasskeyError("This account cannot sign in.")
+        raise PasskeyError("This account cannot sign in.", user)
     passkey.sign_count, passkey.last_used_at = verified.new_sign_count, utcnow()
     db.session.commit()
     return user
+
+
+def _verify(check, owner: User | None, **answer):
+    """Run the library's check of a ceremony's answer, user verification required; say why
+    in words when it refuses."""
+    try:
+        return check(**answer, require_user_verification=True)
+    except Exception as exc:  # noqa: BLE001  (the library's many refusals, in words)
+        if "user verification" in str(exc).lower():
+            raise PasskeyError(UNVERIFIED, owner) from exc
+        raise PasskeyError(f"The passkey was not accepted: {exc}", owner) from exc
 
 
 def listed(user: User) -> list[Passkey]:

@@ -42,15 +42,17 @@ def header_text(raw: str) -> str:
                    for c in text)
 
 
-def start_session(user: User, address: str, user_agent: str) -> str:
-    """Record a new session for user and return its secret (for the cookie only)."""
+def start_session(user: User, address: str, user_agent: str,
+                  proof: dict | None = None) -> str:
+    """Record a new session for user and return its secret (for the cookie only); proof
+    says how the user proved themselves (the method, the browser), for the audit log."""
     secret = secrets.token_urlsafe(32)
     record = UserSession(user_id=user.id, secret_hash=hash_token(secret),
                          address=address[:64], user_agent=header_text(user_agent)[:200])
     db.session.add(record)
     db.session.flush()  # the audit row names the session's id (never its secret)
     audit.record("session.start", audit.target("session", record.id, user.email),
-                 {"user_agent": record.user_agent}, actor=user)
+                 {**(proof or {}), "user_agent": record.user_agent}, actor=user)
     db.session.commit()
     user.session_secret = secret
     return secret

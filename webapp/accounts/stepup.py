@@ -42,7 +42,7 @@ def step_up(view):
     def guarded(*args, **kwargs):
         if request.method != "POST":
             return view(*args, **kwargs)
-        error = None if fresh() else _check_proof()
+        error, wait = (None, 0) if fresh() else _check_proof()
         if error is None:
             g.step_up_proof = _proof_words()
             return view(*args, **kwargs)
@@ -50,9 +50,10 @@ def step_up(view):
                 if k not in FIELDS and k != "csrf_token"]
         from . import passkeys
 
-        return render_template("auth/step_up.html", form=form, error=error,
+        page = render_template("auth/step_up.html", form=form, error=error,
                                code=totp.is_on(current_user),
-                               passkey=passkeys.has_any(current_user)), 401
+                               passkey=passkeys.has_any(current_user))
+        return (page, 429, throttle.retry_after(wait)) if wait else (page, 401)
 
     return guarded
 
@@ -64,26 +65,27 @@ def _proof_words() -> str:
         f"{session.get('proved_by', 'password')} just now"
 
 
-def _check_proof() -> str | None:
+def _check_proof() -> tuple[str | None, int]:
     """Check the prompt's answer, if one came (under the sign-in limits); return None when
-    it proves the user, else what to say ("" for a first prompt)."""
+    it proves the user, else what to say ("" for a first prompt), and the seconds a
+    throttled answer must wait."""
     password = request.form.get("step_up_password")
     code = request.form.get("step_up_code")
     if not password and not code:
-        return "" if password is None and code is None else "Type your password."
-    email, address = current_user.email, client_address()
-    wait = throttle.wait_seconds(email, address)
+        return ("" if password is None and code is None else "Type your password."), 0
+    tried = throttle.attempt("step-up", current_user.email, client_address(), current_user)
+    method = throttle.code_kind(code) if code and totp.is_on(current_user) else "password"
+    wait = tried.wait(method)
     if wait:
-        return f"Too many wrong tries. Try again in {throttle.wait_message(wait)}."
-    if code and totp.is_on(current_user):
-        how = totp.check(current_user, code)
-        if how is not None:
-            db.session.commit()  # the code's step is used up
-            proved(how)
-            return None
-    if password and current_user.check_password(password):
-        proved("password")
-        return None
-    throttle.record_failure(email, address)
-    return "That did not match. Type your password again" + (
-        ", or a code from your app." if totp.is_on(current_user) else ".")
+        return f"Too many wrong tries. Try again in {throttle.wait_message(wait)}.", wait
+    how = totp.check(current_user, code) if method != "password" else None
+    if how is None and password and current_user.check_password(password):
+        how = "password"
+    if how is None:
+        db.session.rollback()
+        tried.wrong(method)
+        return "That did not match. Type your password again" + (
+            ", or a code from your app." if totp.is_on(current_user) else "."), 0
+    tried.passed(how)  # commits: a code's step is used up
+    proved(how)
+    return None, 0

@@ -21,6 +21,7 @@ import segno
 import sqlalchemy as sa
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from flask import current_app
+from sqlalchemy.orm.attributes import set_committed_value
 
 from ..extensions import db
 from ..models import RecoveryCode, User, utcnow
@@ -107,17 +108,16 @@ def confirm(user: User, code: str) -> list[str] | None:
 def check(user: User, code: str) -> str | None:
     """Return how code proved the second factor ("totp" or "recovery code"), or None.
 
-    A TOTP code's step is remembered so it is never accepted twice; a recovery code is
-    used up. The caller commits (with the sign-in).
+    A TOTP code's step is remembered so it is never accepted twice, and a recovery code is
+    used up, each by a conditional write that only one request can make. The caller
+    commits (with the sign-in).
     """
     secret = _secret(user) if is_on(user) else None
     if secret is None:
         return None
     step = _matching_step(secret, code, user.totp_last_step)
     if step is not None:
-        user.totp_last_step = step
-        user.totp_secret = _fernet().encrypt(secret.encode()).decode()  # the current key
-        return "totp"
+        return "totp" if _spend(user, secret, step) else None
     typed = "".join(code.lower().split()).replace("-", "")
     used = db.session.execute(
         sa.update(RecoveryCode).where(RecoveryCode.user_id == user.id,
@@ -125,6 +125,21 @@ def check(user: User, code: str) -> str | None:
                                       RecoveryCode.used_at.is_(None))
         .values(used_at=utcnow())).rowcount
     return "recovery code" if used else None
+
+
+def _spend(user: User, secret: str, step: int) -> bool:
+    """Use step up for user, once: a conditional UPDATE, so that of two requests bearing
+    one code only the first to write wins (the other waits for the row, then finds the step
+    used). The secret is re-encrypted with the current key on the way."""
+    stored = _fernet().encrypt(secret.encode()).decode()
+    spent = db.session.execute(
+        sa.update(User).where(User.id == user.id, User.totp_last_step < step)
+        .values(totp_last_step=step, totp_secret=stored)
+        .execution_options(synchronize_session=False)).rowcount
+    if spent:
+        set_committed_value(user, "totp_last_step", step)
+        set_committed_value(user, "totp_secret", stored)
+    return spent == 1
 
 
 def recovery_codes_left(user: User) -> int:

@@ -16,6 +16,10 @@ says so first with from_shell() ("cli", as the system user running it); any othe
 outside a request is Soloist's own (the scheduler publishing, pausing a hung plugin) and
 is not a person's change, so record() writes nothing for it. detail says what changed, as
 JSON: never a password, a token or a webhook secret (record() refuses keys that name one).
+
+The log also holds every sign-in decision (auth.ok, auth.wrong, auth.throttled,
+auth.refused, and session.start for a sign-in that succeeds), written by
+webapp.accounts.throttle: who (or the name tried), from where, which browser and method.
 """
 
 import getpass
@@ -47,6 +51,9 @@ ACTIONS = (
     "session.start", "session.end", "token.create", "token.revoke",
     "leader.step_down", "leader.evict", "freeze.start", "freeze.resume",
     "media.upload", "media.delete",
+    # the authentication log (webapp.accounts.throttle): a sign-in that succeeds is its
+    # session.start; these are every other decision on a secret or a passkey
+    "auth.ok", "auth.wrong", "auth.throttled", "auth.refused",
 )
 SECRET_WORDS = ("password", "secret", "token", "hash")  # never a key of detail
 ACTION_FILTER = re.compile(r"^[a-z][a-z_]*(\.[a-z_]*)?$")
@@ -69,13 +76,20 @@ def from_shell() -> None:
     g.audit_shell = True
 
 
-def _actor(user: User | None) -> Actor | None:
+def request_address() -> str:
+    """Return the address the audit log records for this request."""
+    return (request.remote_addr or "")[:64]  # ProxyFix applied the router's hops
+
+
+def _actor(user: User | str | None) -> Actor | None:
     """Return who is acting now, or None for Soloist's own work (no request, no command)."""
     if not has_request_context():
         if not g.get("audit_shell"):
             return None
         return Actor(None, f"{getpass.getuser()} (shell)", "cli", address="local")
-    address = (request.remote_addr or "")[:64]  # ProxyFix applied the router's hops
+    address = request_address()
+    if isinstance(user, str):  # a sign-in for an account that does not exist: the name tried
+        return Actor(None, user, "web", address=address)
     api_user = g.get("api_user")
     if api_user is not None:
         return Actor(api_user.id, api_user.email, "api",
@@ -87,11 +101,12 @@ def _actor(user: User | None) -> Actor | None:
 
 
 def record(action: str, target: str = "", detail: dict | None = None, *,
-           actor: User | None = None) -> AuditEvent | None:
+           actor: User | str | None = None) -> AuditEvent | None:
     """Add an audit row for a change to the current transaction (the caller commits).
 
-    actor names the user when nobody is signed in yet (signing in); otherwise the
-    request says who. Returns the row, or None for Soloist's own work (see the module).
+    actor names the user when nobody is signed in yet (signing in), or the name typed for
+    an account that does not exist; otherwise the request says who. Returns the row, or
+    None for Soloist's own work (see the module).
     """
     who = _actor(actor)
     if who is None:

@@ -44,34 +44,35 @@ def login():
         return render_template("auth/login.html", email="", next=next_url)
     email = normalise(request.form.get("email", ""))[:254]
     address = client_address()
-    trusted = devices.presented(email)  # a browser that signed in to this account before
-    device_id = trusted.id if trusted else None
-    wait = throttle.wait_seconds(email, address, device_id)
+    tried = throttle.attempt("sign-in", email, address)
+    wait = tried.wait("password")
     if wait:
         # answered at once, the password unchecked: no thread waits, no guess is tried
         flash(f"Too many failed sign-ins. Try again in {throttle.wait_message(wait)}.", "error")
         page = render_template("auth/login.html", email=email, next=next_url)
-        return page, 429, {"Retry-After": str(wait)}
+        return page, 429, throttle.retry_after(wait)
     user = check_credentials(email, request.form.get("password", ""))
     if user is None:
-        throttle.record_failure(email, address, device_id)
+        tried.wrong("password")
         flash("Wrong email or password.", "error")
         return render_template("auth/login.html", email=email, next=next_url), 401
     if totp.is_on(user) or passkeys.has_any(user):  # the password was right: now the
         # second step (a code, or a passkey), before any session
+        tried.passed("password", then="second step")
         session.clear()
         session["second_factor"] = {"user": user.id, "at": time.time(), "next": next_url,
                                     "zone": request.form.get("zone", "")}
         return redirect(url_for("auth.second_factor"), code=303)
-    return _signed_in(user, address, device_id, next_url, request.form.get("zone", ""),
+    return _signed_in(user, address, tried.device_id, next_url, request.form.get("zone", ""),
                       "password")
 
 
 def _signed_in(user: User, address: str, device_id: int | None, next_url: str, zone: str,
-               how: str):
-    """Finish a sign-in whose every proof is in (how: the last one) and say where to go."""
+               method: str):
+    """Finish a sign-in whose every proof is in (method: "password + totp") and say where
+    to go."""
     _adopt_browser_zone(user, zone)
-    _trust_and_start(user, address, device_id, how)
+    _trust_and_start(user, address, device_id, method)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
@@ -94,41 +95,43 @@ def second_factor():
         return redirect(url_for("auth.login"), code=303)
     if request.method != "POST":
         return render_template("auth/code.html", errors={}, **_second_steps(user))
-    address = client_address()
-    trusted = devices.presented(user.email)
-    device_id = trusted.id if trusted else None
-    wait = throttle.wait_seconds(user.email, address, device_id)
+    address, code = client_address(), request.form.get("code", "")
+    tried = throttle.attempt("second step", user.email, address, user)
+    wait = tried.wait(throttle.code_kind(code))
     if wait:
         errors = {"code": f"Too many wrong codes. Try again in {throttle.wait_message(wait)}."}
-        return render_template("auth/code.html", errors=errors, **_second_steps(user)), 429, {
-            "Retry-After": str(wait)}
-    how = totp.check(user, request.form.get("code", ""))
+        return render_template("auth/code.html", errors=errors, typed=code,
+                               **_second_steps(user)), 429, throttle.retry_after(wait)
+    how = totp.check(user, code)
     if how is None:
         db.session.rollback()
-        throttle.record_failure(user.email, address, device_id)
+        tried.wrong(throttle.code_kind(code))
         errors = {"code": "That code is not right, or it was used already: type the one "
                           "your app shows now, or a recovery code."}
         return render_template("auth/code.html", errors=errors, **_second_steps(user)), 401
-    response = _signed_in(user, address, device_id, pending.get("next", ""),
-                          pending.get("zone", ""), "totp")
+    response = _signed_in(user, address, tried.device_id, pending.get("next", ""),
+                          pending.get("zone", ""), f"password + {how}")
     if how == "recovery code":  # after the new session began: it carries the message
         flash(f"Signed in with a recovery code: {totp.recovery_codes_left(user)} left. "
               "Make new ones under Settings if you are running out.", "info")
     return response
 
 
-def _signed_in_with(user: User, address: str, how: str) -> None:
+def _signed_in_with(user: User, address: str, method: str) -> None:
     """Start the session of a sign-in proved another way than the password (a passkey)."""
     trusted = devices.presented(user.email)
-    _trust_and_start(user, address, trusted.id if trusted else None, how)
+    _trust_and_start(user, address, trusted.id if trusted else None, method)
 
 
-def _trust_and_start(user: User, address: str, device_id: int | None, how: str) -> None:
-    """Forget this browser's failures, trust it (its device cookie), start the session."""
+def _trust_and_start(user: User, address: str, device_id: int | None, method: str) -> None:
+    """Forget this browser's failures (the audit log keeps them), trust it (its device
+    cookie), start the session: its audit row says how it was proved and from which
+    browser."""
     throttle.clear_failures(user.email, address, device_id)
-    devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
+    device = devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
     db.session.commit()
-    _start(user, address, how)
+    _start(user, address, {"method": method, "device": device.id,
+                           "known_device": device.id == device_id})
 
 
 def _second_steps(user: User) -> dict:
@@ -136,13 +139,14 @@ def _second_steps(user: User) -> dict:
     return {"totp_on": totp.is_on(user), "passkey_on": passkeys.has_any(user)}
 
 
-def _start(user: User, address: str, how: str) -> None:
-    """Start a fresh server-side session and cookie for user (no fixation), proved by how."""
+def _start(user: User, address: str, proof: dict) -> None:
+    """Start a fresh server-side session and cookie for user (no fixation), proved as proof
+    says (its method's last step is the session's latest proof)."""
     session.clear()
     session.permanent = True
-    sessions.start_session(user, address, request.headers.get("User-Agent", ""))
+    sessions.start_session(user, address, request.headers.get("User-Agent", ""), proof)
     login_user(user)
-    stepup.proved(how)
+    stepup.proved(proof["method"].rsplit(" + ", 1)[-1])
 
 
 def _adopt_browser_zone(user: User, zone: str) -> None:
@@ -163,7 +167,7 @@ def logout():
     return redirect(url_for("auth.login"), code=303)
 
 
-def _settings_page(status: int = 200, **context):
+def _settings_page(status: int = 200, headers: dict | None = None, **context):
     context.setdefault("form", {"timezone": current_user.timezone})
     context.setdefault("errors", {})
     context.setdefault("token_form", {"label": "", "days": "90"})
@@ -175,7 +179,7 @@ def _settings_page(status: int = 200, **context):
         end_session_url=lambda s: url_for("auth.end_own_session", session_id=s.id),
         revoke_token_url=lambda t: url_for("auth.revoke_api_token", token_id=t.id), **context)
     # a page that shows a new token must not be kept by the browser or a proxy
-    return page, status, {"Cache-Control": "no-store"}
+    return page, status, {"Cache-Control": "no-store", **(headers or {})}
 
 
 @bp.route("/settings", methods=["GET", "POST"])
@@ -186,7 +190,9 @@ def settings():
         return _settings_page()
     form = {"timezone": request.form.get("timezone", "").strip()}
     finishing = current_user.must_change_password
-    errors = _save_settings(form["timezone"], request.form)
+    errors, wait = _save_settings(form["timezone"], request.form)
+    if wait:  # the current password unchecked: what was typed stays, but the passwords
+        return _settings_page(429, throttle.retry_after(wait), form=form, errors=errors)
     if errors:
         return _settings_page(422, form=form, errors=errors)
     if finishing:  # the account is set up: on to the work, not the settings page
@@ -196,37 +202,42 @@ def settings():
     return redirect(url_for("auth.settings"), code=303)
 
 
-def _save_settings(zone: str, data) -> dict[str, str]:
-    errors = {}
+def _save_settings(zone: str, data) -> tuple[dict[str, str], int]:
+    """Save the settings; return why not (field: message) and the seconds a throttled
+    current password must wait."""
+    errors, wait = {}, 0
     if not is_zone(zone):
         errors["timezone"] = "Unknown time zone; pick one from the list (e.g. Europe/Paris)."
     new = data.get("new_password", "")
     if new or current_user.must_change_password:
-        errors.update(_check_password_change(new, data))
+        found, wait = _check_password_change(new, data)
+        errors.update(found)
     if errors:
-        return errors
+        return errors, wait
     set_timezone(current_user, zone)
     if new:
         change_password(current_user, new, keep=current_user.session_secret)
-    return {}
+    return {}, 0
 
 
-def _check_password_change(new: str, data) -> dict[str, str]:
+def _check_password_change(new: str, data) -> tuple[dict[str, str], int]:
     """Check the current password (under the sign-in limits) and the new one."""
     if current_user.must_change_password:
         # this session began with the one-time password a moment ago: asking for it again
         # proves nothing, and the person has just been told to forget it
-        return password_errors(new, data.get("confirm_password", ""))
-    email, address = current_user.email, client_address()
-    wait = throttle.wait_seconds(email, address)
+        return password_errors(new, data.get("confirm_password", "")), 0
+    tried = throttle.attempt("password change", current_user.email, client_address(),
+                             current_user)
+    wait = tried.wait("password")
     if wait:
         return {"current_password": "Too many wrong passwords. Try again in "
-                                    f"{throttle.wait_message(wait)}."}
+                                    f"{throttle.wait_message(wait)}."}, wait
     if not current_user.check_password(data.get("current_password", "")):
         # the same limit as sign-in: a stolen session cannot guess the password
-        throttle.record_failure(email, address)
-        return {"current_password": "That is not your current password."}
-    return password_errors(new, data.get("confirm_password", ""))
+        tried.wrong("password")
+        return {"current_password": "That is not your current password."}, 0
+    tried.passed("password")
+    return password_errors(new, data.get("confirm_password", "")), 0
 
 
 @bp.post("/settings/tokens")

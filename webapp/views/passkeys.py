@@ -12,7 +12,7 @@ from flask import (
 )
 from flask_login import current_user, login_required
 
-from ..accounts import passkeys
+from ..accounts import passkeys, throttle
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.stepup import fresh, step_up
 from ..accounts.users import user_target
@@ -101,21 +101,39 @@ def sign_in_options():
     return _options(lambda: passkeys.authentication_options(user))
 
 
+def _proved_by_passkey(door: str, expected: User | None) -> User | tuple:
+    """Check the passkey answer in the request's JSON (for expected's account, if given):
+    return its user, or the refusal to answer; either way the decision is logged."""
+    body = request.get_json(silent=True) or {}
+    try:
+        user = passkeys.authenticate(body.get("credential") or {})
+    except passkeys.PasskeyError as exc:
+        if exc.ours:
+            owner = exc.owner or expected
+            throttle.attempt(door, owner.email if owner else "", client_address(),
+                             owner).refused("passkey", str(exc))
+        return _refused(str(exc), 401)
+    if expected is not None and expected.id != user.id:
+        refusal = "This passkey is someone else's."
+        throttle.attempt(door, expected.email, client_address(), expected).refused(
+            "passkey", f"{refusal} ({user.email})")
+        return _refused(refusal, 401)
+    return user
+
+
 @bp.post("/login/passkey")
 def sign_in():
     """Sign in with the passkey whose answer signed a challenge of ours."""
     from .auth import _signed_in_with
 
-    body = request.get_json(silent=True) or {}
     pending = session.get("second_factor") or {}
-    try:
-        user = passkeys.authenticate(body.get("credential") or {})
-    except passkeys.PasskeyError as exc:
-        return _refused(str(exc), 401)
-    if pending.get("user") and pending["user"] != user.id:
-        return _refused("This passkey is someone else's.", 401)
+    expected = db.session.get(User, pending["user"]) if pending.get("user") else None
+    user = _proved_by_passkey("second step" if pending else "sign-in", expected)
+    if not isinstance(user, User):
+        return user
+    body = request.get_json(silent=True) or {}
     next_url = str(pending.get("next") or body.get("next", ""))
-    _signed_in_with(user, client_address(), "passkey")
+    _signed_in_with(user, client_address(), "password + passkey" if pending else "passkey")
     return jsonify(redirect=next_url if is_safe_next(next_url) else url_for("dashboard.index"))
 
 
@@ -132,12 +150,9 @@ def step_up():
     """Prove the signed-in user again with their passkey (the step-up prompt's button)."""
     from ..accounts import stepup
 
-    body = request.get_json(silent=True) or {}
-    try:
-        user = passkeys.authenticate(body.get("credential") or {})
-    except passkeys.PasskeyError as exc:
-        return _refused(str(exc), 401)
-    if user.id != current_user.id:
-        return _refused("This passkey is someone else's.", 401)
+    user = _proved_by_passkey("step-up", current_user)
+    if not isinstance(user, User):
+        return user
+    throttle.attempt("step-up", user.email, client_address(), user).passed("passkey")
     stepup.proved("passkey")
     return jsonify(ok=True)

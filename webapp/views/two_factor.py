@@ -3,7 +3,8 @@
 from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user, login_required
 
-from ..accounts import totp
+from ..accounts import throttle, totp
+from ..accounts.security import client_address
 from ..accounts.stepup import step_up
 from ..accounts.users import user_target
 from ..extensions import db
@@ -14,13 +15,13 @@ bp = Blueprint("two_factor", __name__, url_prefix="/settings/two-factor")
 NO_STORE = {"Cache-Control": "no-store"}  # a secret or recovery codes: kept by no cache
 
 
-def _page(status: int = 200, **context):
+def _page(status: int = 200, headers: dict | None = None, **context):
     context.setdefault("errors", {})
     secret = totp.pending_secret(current_user)
     return render_template(
         "auth/two_factor.html", on=totp.is_on(current_user), secret=secret,
         left=totp.recovery_codes_left(current_user) if totp.is_on(current_user) else 0,
-        **context), status, NO_STORE
+        **context), status, {**NO_STORE, **(headers or {})}
 
 
 @bp.get("/")
@@ -69,13 +70,22 @@ def confirm():
     return _page(codes=codes)
 
 
-def _proved() -> bool:
-    """Return whether the form's code (or a recovery code) proves the second factor."""
-    how = totp.check(current_user, request.form.get("code", ""))
+def _code_refused(door: str):
+    """Check the form's code (or a recovery code) under the sign-in limits: return the page
+    that refuses it, or None when it proves the second factor (its step is then spent)."""
+    code = request.form.get("code", "")
+    tried = throttle.attempt(door, current_user.email, client_address(), current_user)
+    wait = tried.wait(throttle.code_kind(code))
+    if wait:  # unchecked: the code stays in the field, to send again once the wait is over
+        return _page(429, throttle.retry_after(wait), typed=code, errors={
+            "code": f"Too many wrong codes. Try again in {throttle.wait_message(wait)}."})
+    how = totp.check(current_user, code)
     if how is None:
         db.session.rollback()
-        return False
-    return True
+        tried.wrong(throttle.code_kind(code))
+        return _page(422, errors={"code": "That code is not right, or was used already."})
+    tried.passed(how)
+    return None
 
 
 @bp.post("/recovery-codes")
@@ -84,8 +94,9 @@ def recovery_codes():
     """Replace the recovery codes (a current code required); show the new ones once."""
     if not totp.is_on(current_user):
         abort(404)
-    if not _proved():
-        return _page(422, errors={"code": "That code is not right, or was used already."})
+    refused = _code_refused("recovery codes")
+    if refused is not None:
+        return refused
     codes = totp.regenerate(current_user)
     audit.record("user.recovery_codes", user_target(current_user), {})
     db.session.commit()
@@ -98,8 +109,9 @@ def off():
     """Switch two-factor off (a current code, or a recovery code, required)."""
     if not totp.is_on(current_user):
         return redirect(url_for("two_factor.index"), code=303)
-    if not _proved():
-        return _page(422, errors={"code": "That code is not right, or was used already."})
+    refused = _code_refused("two-factor off")
+    if refused is not None:
+        return refused
     totp.turn_off(current_user)
     audit.record("user.two_factor_off", user_target(current_user), {"method": "totp"})
     db.session.commit()
