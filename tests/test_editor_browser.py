@@ -198,6 +198,17 @@ def test_an_htmx_attribute_that_reaches_the_preview_never_runs(page):
     assert all("smuggled" not in url for url in answered) and len(answered) == 2
 
 
+def test_a_poll_says_it_is_one_and_typing_does_not(page):
+    # the server counts what the editor does as use of the session, not the page's polls
+    write_post(page, "Polled", "**live** body")
+    with page.expect_request("**/panel?*", timeout=LIVE) as polled:
+        pass  # the publication panel refreshes itself every 2 s
+    with page.expect_request("**/admin/posts/preview", timeout=LIVE) as typed:
+        page.fill("#f-body", "**live** body, edited")
+    assert polled.value.headers.get("x-soloist-poll") == "1"
+    assert "x-soloist-poll" not in typed.value.headers
+
+
 def test_scheduling_saves_the_text_typed_beside_it_and_leaving_unsaved_text_asks(page):
     from playwright.sync_api import expect
 
