@@ -9,7 +9,7 @@ import pytest
 from tests.cluster import ROOT, base_env
 from webapp.config import ConfigError, check_production_config
 
-PRODUCTION = {"DEBUG": False, "TESTING": False}
+PRODUCTION = {"DEBUG": False, "TESTING": False, "SITE_URL": "https://example.com"}
 
 
 @pytest.mark.parametrize("key", [

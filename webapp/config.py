@@ -380,7 +380,8 @@ def secret_key_bits(key: str) -> float:
 
 
 def check_production_config(config: Mapping) -> None:
-    """Refuse to start a production app without a secret key of 32 random bytes."""
+    """Refuse to start a production app without a secret key of 32 random bytes, or without
+    SITE_URL."""
     if config.get("DEBUG") or config.get("TESTING"):
         return
     make = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
@@ -391,3 +392,10 @@ def check_production_config(config: Mapping) -> None:
         raise ConfigError(
             "SECRET_KEY is too guessable: it needs 32 random bytes (at least 43 characters "
             f"of url-safe base64 or 64 hex digits, not a word or a pattern). Make one: {make}")
+    if not config.get("SITE_URL"):
+        # without it the feed's, the sitemap's and the canonical links would name whatever
+        # Host a client sent, on pages shared caches keep and serve to everyone
+        raise ConfigError(
+            "SITE_URL is not set: set it to the site's public address, e.g. "
+            "https://example.com or https://example.com/blog (absolute links name it, never "
+            "the Host header a client sent)")
