@@ -380,8 +380,8 @@ def secret_key_bits(key: str) -> float:
 
 
 def check_production_config(config: Mapping) -> None:
-    """Refuse to start a production app without a secret key of 32 random bytes, or without
-    SITE_URL."""
+    """Refuse to start a production app without a secret key of 32 random bytes (the
+    earlier ones in SECRET_KEY_FALLBACKS too), or without SITE_URL."""
     if config.get("DEBUG") or config.get("TESTING"):
         return
     make = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
@@ -392,6 +392,14 @@ def check_production_config(config: Mapping) -> None:
         raise ConfigError(
             "SECRET_KEY is too guessable: it needs 32 random bytes (at least 43 characters "
             f"of url-safe base64 or 64 hex digits, not a word or a pattern). Make one: {make}")
+    # an earlier key still signs sessions and decrypts TOTP secrets: a guessable one is as
+    # bad as a guessable SECRET_KEY
+    for place, old in enumerate(config.get("SECRET_KEY_FALLBACKS") or [], 1):
+        if secret_key_bits(str(old)) < MIN_SECRET_BITS:
+            raise ConfigError(
+                f"SECRET_KEY_FALLBACKS: key {place} of the list is too guessable (it needs 32 "
+                "random bytes, as SECRET_KEY does): anything it signed can be forged. Take "
+                "it out; users whose two-factor secret it still encrypts set theirs up again")
     if not config.get("SITE_URL"):
         # without it the feed's, the sitemap's and the canonical links would name whatever
         # Host a client sent, on pages shared caches keep and serve to everyone
