@@ -177,7 +177,7 @@ def deadman_url(env: Mapping[str, str]) -> str | None:
     if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or (
             any(c.isspace() or ord(c) < 32 for c in raw)):
         raise ConfigError("DEADMAN_URL must be an http(s) URL such as "
-                          f"https://hc-ping.com/<uuid>, not {raw!r}")
+                          "https://hc-ping.com/<uuid> (its value, a secret, is not shown)")
     return raw
 
 
