@@ -296,6 +296,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "STEP_UP_MINUTES": env_float(env, "STEP_UP_MINUTES", 10.0, 0.01),
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
+        # the old X-Soloist-Signature (the body's HMAC, no time: replayable), for receivers
+        # not yet on Standard Webhooks' webhook-signature; deprecated
+        "WEBHOOK_LEGACY_SIGNATURE": env_bool(env, "WEBHOOK_LEGACY_SIGNATURE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),
         # Standard Webhooks' schedule from a first retry after 5 s (webhook_sends.retry_delay):
         # 9 attempts span about 18 hours
