@@ -35,6 +35,7 @@ $(SECRET_FILE):
 ## Run Soloist on the embedded SQLite database (or $$DATABASE_URL), port $$PORT or 8000.
 run: install $(SECRET_FILE)
 	export SECRET_KEY="$${SECRET_KEY:-$$(cat $(SECRET_FILE))}"; \
+	export SITE_URL="$${SITE_URL:-http://localhost:$${PORT:-8000}}"; \
 	$(BIN)/flask --app webapp db upgrade && \
 	$(BIN)/flask --app webapp ensure-admin && \
 	exec $(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"

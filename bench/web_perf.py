@@ -304,7 +304,7 @@ def profile_pages(url: str, paths: dict[str, list[str]], rounds: int) -> dict[st
     from webapp.extensions import db
 
     app = make_app(url, TESTING=False, WTF_CSRF_ENABLED=True, SCHEDULER_ENABLED=False,
-                   SECRET_KEY=secrets.token_urlsafe(32))
+                   SECRET_KEY=secrets.token_urlsafe(32), SITE_URL="http://localhost")
     client = app.test_client()
     form = client.get("/login").get_data(as_text=True)
     resp = client.post("/login", data={"email": EMAIL, "password": PASSWORD, "next": "",

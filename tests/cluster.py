@@ -149,6 +149,9 @@ def base_env(database_url: str | None, **extra: str) -> dict:
     # a developer's .env (read by gunicorn_conf.py and the Flask CLI) must not change a test
     env.update({"SECRET_KEY": SECRET_KEY, "PYTHONUNBUFFERED": "1", "PYTHON_DOTENV_DISABLED": "1",
                 "LEASE_DIR": LEASE_DIR})
+    # production start-up asks for it: the process's own address, as a reader would use it
+    env["SITE_URL"] = f"http://127.0.0.1:{extra['PORT']}" if "PORT" in extra else (
+        "http://127.0.0.1")
     if database_url:
         env["DATABASE_URL"] = database_url
     env.update({k: str(v) for k, v in extra.items()})

@@ -425,6 +425,57 @@ def test_create_user_command_prompts_for_the_password_when_none_is_given(app, ru
     assert auth.login(email="ed@example.com").status_code == 302
 
 
+# The ensure-admin command: a one-time password in a terminal, never in a deploy log -----
+
+
+def in_a_terminal(url: str, *args: str) -> str:
+    """Run a flask command with its output on a terminal (a pty, as `heroku run` gives it);
+    return what it printed."""
+    import os
+    import pty
+    import subprocess
+
+    from tests.cluster import BIN, ROOT, base_env
+
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([str(BIN / "flask"), "--app", "webapp", *args], cwd=ROOT,
+                               env=base_env(url), stdout=terminal, stderr=subprocess.STDOUT)
+    os.close(terminal)
+    output = b""
+    try:
+        while chunk := os.read(controller, 4096):
+            output += chunk
+    except OSError:  # EIO: the command exited and closed its end
+        pass
+    finally:
+        os.close(controller)
+    assert process.wait(60) == 0, output
+    return output.decode()
+
+
+def test_ensure_admin_on_a_terminal_shows_a_password_that_only_sets_a_new_one(app, pg_url, auth):
+    printed = in_a_terminal(pg_url, "ensure-admin", "--email", "root@example.com")
+    password = printed.split("with password: ")[1].split()[0]
+    response = auth.login(email="root@example.com", password=password)
+    assert response.status_code == 302 and response.location.endswith("/settings")
+    with app.app_context():
+        assert db.session.scalar(sa.select(User.must_change_password)) is True
+
+
+def test_ensure_admin_into_a_log_makes_no_admin_and_says_how_to(app, runner):
+    # Heroku's postdeploy (app.json) runs it with its output kept in the deploy log
+    with app.app_context():
+        logged = runner.invoke(args=["ensure-admin"])
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(User)) == 0
+        printed = runner.invoke(args=["ensure-admin", "--print-password"])
+        assert db.session.scalar(sa.select(User.must_change_password)) is True
+        again = runner.invoke(args=["ensure-admin"])
+    assert logged.exit_code == 0 and "with password" not in logged.output
+    assert "heroku run flask --app webapp ensure-admin" in logged.output
+    assert printed.exit_code == 0 and "with password: " in printed.output
+    assert "exists already" in again.output
+
+
 def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(client, auth):
     auth.login("editor")
     for _ in range(5):

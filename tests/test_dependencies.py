@@ -21,3 +21,15 @@ def test_no_psycopg_that_drops_a_notify_can_be_installed():
     allowed = _requirement("psycopg").specifier
     assert not [v for v in ("3.2.0", "3.2.1", "3.2.2", "3.2.3") if allowed.contains(v)]
     assert allowed.contains(version("psycopg")), f"installed psycopg {version('psycopg')}"
+
+
+def test_no_nh3_that_leaves_markup_raw_in_an_attribute_can_be_installed():
+    # nh3 before 0.3.7 writes < and > raw in attribute values: an image's title moved into
+    # its caption carried markup to readers (webapp.site.markdown escapes it again as well)
+    allowed = _requirement("nh3").specifier
+    assert not [v for v in ("0.2.21", "0.3.0", "0.3.6") if allowed.contains(v)]
+    assert allowed.contains(version("nh3")), f"installed nh3 {version('nh3')}"
+    import nh3
+
+    assert nh3.clean('<img title="<b>">', tags={"img"}, attributes={"img": {"title"}}) == \
+        '<img title="&lt;b&gt;">'

@@ -271,7 +271,7 @@ def test_the_config_parser_finds_the_variables_the_code_reads():
                  "WEB_CONCURRENCY", "DYNO", "RENDER_INSTANCE_ID", "SOURCE_VERSION",
                  "FLY_IMAGE_REF", "PROMETHEUS_MULTIPROC_DIR"):
         assert name in found, f"the parser of webapp/config.py misses {name}"
-    assert found["SESSION_IDLE_HOURS"] == 168 and found["SCHEDULER_ENABLED"] is True
+    assert found["SESSION_IDLE_HOURS"] == 8 and found["SCHEDULER_ENABLED"] is True
     assert "postgres://" not in found, "a for loop over URL prefixes is no variable"
     assert len(found) > 40
 

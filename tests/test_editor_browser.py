@@ -173,6 +173,42 @@ def test_the_live_preview_keeps_hostile_markup_inert(page):
     assert page.evaluate("window.pwned") is None and dialogs == []
 
 
+def test_an_htmx_attribute_that_reaches_the_preview_never_runs(page):
+    # as if the sanitiser had let one through: the preview's answer carries elements that
+    # htmx would send on load and on click; in the hx-disable preview they stay inert
+    from playwright.sync_api import expect
+
+    smuggled = "/admin/posts/preview?smuggled=1"
+    html = (f'<p><strong>live</strong> <button type="button" id="smuggled" hx-post="{smuggled}" '
+            f'hx-trigger="load, click" hx-swap="none">x</button></p>'
+            f'<div data-hx-post="{smuggled}" data-hx-trigger="load"></div>')
+    sent, answered = [], []
+    page.on("request", lambda request: sent.append(request.url))
+    page.route("**/admin/posts/preview", lambda route: (
+        answered.append(route.request.url),
+        route.fulfill(status=200, content_type="text/html", body=html)))
+    page.goto("/admin/posts/new")
+    page.fill("#f-body", "**live**")
+    expect(page.locator("#preview #smuggled")).to_be_visible(timeout=LIVE)
+    page.locator("#preview #smuggled").click()
+    with page.expect_response("**/admin/posts/preview", timeout=LIVE):
+        page.fill("#f-body", "**live** again")  # one more preview, after anything load sent
+    expect(page.locator("#preview #smuggled")).to_be_visible()
+    assert not [url for url in sent if "smuggled" in url]
+    assert all("smuggled" not in url for url in answered) and len(answered) == 2
+
+
+def test_a_poll_says_it_is_one_and_typing_does_not(page):
+    # the server counts what the editor does as use of the session, not the page's polls
+    write_post(page, "Polled", "**live** body")
+    with page.expect_request("**/panel?*", timeout=LIVE) as polled:
+        pass  # the publication panel refreshes itself every 2 s
+    with page.expect_request("**/admin/posts/preview", timeout=LIVE) as typed:
+        page.fill("#f-body", "**live** body, edited")
+    assert polled.value.headers.get("x-soloist-poll") == "1"
+    assert "x-soloist-poll" not in typed.value.headers
+
+
 def test_scheduling_saves_the_text_typed_beside_it_and_leaving_unsaved_text_asks(page):
     from playwright.sync_api import expect
 

@@ -1,10 +1,11 @@
 """Markdown bodies render to HTML in which no script, handler or javascript: link survives."""
 
+from html import unescape
 from html.parser import HTMLParser
 
 import pytest
 
-from webapp.site.markdown import render
+from webapp.site.markdown import figures, render
 
 
 def test_markdown_renders_headings_emphasis_lists_code_and_tables():
@@ -74,3 +75,28 @@ def test_an_image_alone_with_a_title_becomes_a_captioned_figure_and_others_stay_
     inline = str(render('Text ![A](https://example.com/a.png "t") more'))
     assert "<figure>" not in inline and 'title="t"' in inline
     assert "<figure>" not in str(render("![A](https://example.com/a.png)"))
+
+
+# An attribute value as nh3 before 0.3.7 wrote it: < and > raw (the title's own quotes are
+# the only escape an attribute needs), which would be markup if moved into text as it is
+SMUGGLED = '<b hx-post="/admin/users" hx-trigger="load">t</b>'
+OLD_NH3 = '<p><img src="/x.png" alt="a" title="<b hx-post=&quot;/admin/users&quot; ' \
+          'hx-trigger=&quot;load&quot;>t</b>"></p>'
+
+
+def test_a_title_moved_into_the_caption_is_escaped_again_whatever_the_sanitiser_left_raw():
+    figure = figures(OLD_NH3)
+    assert figure == ('<figure><img src="/x.png" alt="a"><figcaption>'
+                      '&lt;b hx-post=&#34;/admin/users&#34; hx-trigger=&#34;load&#34;&gt;t'
+                      "&lt;/b&gt;</figcaption></figure>")
+    assert [tag for tag, _ in Elements(figure).found] == ["figure", "img", "figcaption"]
+
+
+@pytest.mark.parametrize("title", [SMUGGLED, '<meta http-equiv="refresh" content="0;url=//e">',
+                                   "&lt;b&gt;", "a &amp; b", "“quoted” & <dawn>"])
+def test_an_image_title_shows_in_its_caption_as_typed_never_as_markup(title):
+    source = "![A gull](/g.png \"" + title.replace('"', '\\"') + "\")"
+    html = str(render(source))
+    assert [tag for tag, _ in Elements(html).found] == ["figure", "img", "figcaption"]
+    caption = html.split("<figcaption>")[1].split("</figcaption>")[0]
+    assert unescape(caption) == unescape(title)  # Markdown reads entities as it does in text

@@ -2,6 +2,7 @@
 reaches the endpoints subscribed to it as a signed delivery (or Slack's {"text": ...})."""
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -9,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from standardwebhooks import Webhook
 
-from tests.cluster import wait_for
+from tests.cluster import free_port, wait_for
 from tests.receiver import Receiver
 from tests.support import AuthActions, post_form
 from webapp.config import ConfigError, load_config
@@ -277,6 +278,23 @@ def test_the_deadmans_switch_pings_at_once_then_every_interval_while_leading(rec
 def test_the_deadmans_switch_does_not_call_private_addresses_unless_allowed(receiver):
     assert Deadman(receiver.url, 60.0, "soloist:a:1", allow_private=False).ping() is None
     assert receiver.received() == []
+
+
+def test_the_deadmans_switch_url_a_bearer_secret_is_never_logged_whole(receiver, caplog):
+    secret = "5c9e1d0a-the-checks-own-id"
+    url = f"{receiver.url}/ping/{secret}?token=also-secret"
+    caplog.set_level(logging.WARNING, logger="soloist.scheduler")
+    receiver.answers.append(503)
+    assert Deadman(url, 60.0, "soloist:a:1", allow_private=False).ping() is None  # private
+    assert Deadman(url, 60.0, "soloist:a:1", allow_private=True).ping() == 503
+    gone = f"http://127.0.0.1:{free_port()}/ping/{secret}?token=also-secret"
+    assert Deadman(gone, 60.0, "soloist:a:1", allow_private=True).ping() is None  # refused
+    logged = [record.getMessage() for record in caplog.records]
+    assert len(logged) == 3 and all("127.0.0.1" in line for line in logged), logged
+    assert not [line for line in logged if secret in line or "also-secret" in line], logged
+    with pytest.raises(ConfigError, match="DEADMAN_URL") as refused:
+        load_config({"DEADMAN_URL": f"ftp://hc-ping.com/{secret}"})
+    assert secret not in str(refused.value)
 
 
 @pytest.mark.parametrize("value", ["ftp://example.com/ping", "hc-ping.com/abc", "https://",

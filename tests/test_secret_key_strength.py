@@ -1,4 +1,5 @@
-"""Outside debug and tests, a SECRET_KEY without 32 bytes of randomness stops start-up."""
+"""Outside debug and tests, a SECRET_KEY (or an earlier key in SECRET_KEY_FALLBACKS) without
+32 bytes of randomness stops start-up."""
 
 import json
 import secrets
@@ -9,7 +10,7 @@ import pytest
 from tests.cluster import ROOT, base_env
 from webapp.config import ConfigError, check_production_config
 
-PRODUCTION = {"DEBUG": False, "TESTING": False}
+PRODUCTION = {"DEBUG": False, "TESTING": False, "SITE_URL": "https://example.com"}
 
 
 @pytest.mark.parametrize("key", [
@@ -61,3 +62,16 @@ def test_url_safe_keys_without_digits_or_dashes_start_too():
         check_production_config({**PRODUCTION, "SECRET_KEY": key})
     with pytest.raises(ConfigError):  # a pattern stays refused, whatever its alphabet
         check_production_config({**PRODUCTION, "SECRET_KEY": "xYz_-" * 8 + "QrStU"})
+
+
+@pytest.mark.parametrize("fallbacks", [["test-secret"], [secrets.token_urlsafe(32), "a" * 64]])
+def test_a_guessable_fallback_key_stops_production_start_up_too(fallbacks):
+    strong = secrets.token_urlsafe(32)
+    with pytest.raises(ConfigError, match="SECRET_KEY_FALLBACKS: key") as refused:
+        check_production_config({**PRODUCTION, "SECRET_KEY": strong,
+                                 "SECRET_KEY_FALLBACKS": fallbacks})
+    assert all(key not in str(refused.value) for key in fallbacks)  # never repeated
+    assert f"key {len(fallbacks)} of the list" in str(refused.value)
+    check_production_config({**PRODUCTION, "SECRET_KEY": strong,
+                             "SECRET_KEY_FALLBACKS": [secrets.token_hex(32)] * 2})
+    check_production_config({"TESTING": True, "SECRET_KEY": "x", "SECRET_KEY_FALLBACKS": ["y"]})

@@ -83,6 +83,73 @@ def test_a_session_ends_when_idle_too_long_or_older_than_its_lifetime(app, auth,
         assert db.session.scalar(sa.select(UserSession.ended_why)) == "expired"
 
 
+def age_sessions(app, email: str, **ago: timedelta) -> None:
+    """Move the user's sessions back in time: last_seen_at and created_at this long ago."""
+    with app.app_context():
+        user_id = db.session.scalar(sa.select(User.id).where(User.email == email))
+        db.session.execute(sa.update(UserSession).where(UserSession.user_id == user_id)
+                           .values({k: utcnow() - v for k, v in ago.items()}))
+        db.session.commit()
+
+
+@pytest.mark.parametrize("ago, admin_stays, editor_stays", [
+    ({"last_seen_at": timedelta(minutes=29)}, True, True),
+    ({"last_seen_at": timedelta(minutes=31)}, False, True),  # ASVS L2: 30 min idle
+    ({"last_seen_at": timedelta(hours=8, minutes=1)}, False, False),  # an editor's day
+    ({"created_at": timedelta(hours=11, minutes=59)}, True, True),
+    ({"created_at": timedelta(hours=12, minutes=1)}, False, True),  # ASVS L2: 12 h in all
+    ({"created_at": timedelta(days=7, minutes=1)}, False, False),  # an editor's week
+])
+def test_an_admin_session_ends_at_asvs_level_2_and_an_editors_after_a_day_or_a_week(
+        app, auth, ago, admin_stays, editor_stays):
+    admin, editor = auth.client("admin"), auth.client("editor")
+    for email in ("admin@example.com", "editor@example.com"):
+        age_sessions(app, email, **ago)
+    assert (signed_in(admin), signed_in(editor)) == (admin_stays, editor_stays)
+
+
+def test_an_editor_made_admin_keeps_a_session_only_within_an_admins_limits(app, auth):
+    editor = auth.client("editor")
+    age_sessions(app, "editor@example.com", last_seen_at=timedelta(hours=1))
+    with app.app_context():
+        db.session.execute(sa.update(User).values(role="admin"))
+        db.session.commit()
+    assert not signed_in(editor)
+
+
+def test_the_limits_are_settings(app, auth):
+    app.config.update(ADMIN_SESSION_IDLE_MINUTES=120, SESSION_IDLE_HOURS=0.25)
+    admin, editor = auth.client("admin"), auth.client("editor")
+    for email in ("admin@example.com", "editor@example.com"):
+        age_sessions(app, email, last_seen_at=timedelta(minutes=60))
+    assert (signed_in(admin), signed_in(editor)) == (True, False)
+
+
+POLL = {"HX-Request": "true", "X-Soloist-Poll": "1"}  # what soloist.js sends on a poll
+
+
+def last_seen(app) -> timedelta:
+    with app.app_context():
+        return utcnow() - db.session.scalar(sa.select(UserSession.last_seen_at))
+
+
+def test_a_page_polling_by_itself_does_not_hold_off_the_idle_timeout(app, auth):
+    admin = auth.client("admin")
+    age_sessions(app, "admin@example.com", last_seen_at=timedelta(minutes=29))
+    assert admin.get("/admin/live", headers=POLL).status_code == 200  # still signed in
+    assert last_seen(app) > timedelta(minutes=28)  # but the poll is not use
+    age_sessions(app, "admin@example.com", last_seen_at=timedelta(minutes=31))
+    assert admin.get("/admin/live", headers=POLL).status_code == 401  # "connection lost"
+    assert not signed_in(admin)
+
+
+def test_what_the_user_does_holds_it_off(app, auth):
+    admin = auth.client("admin")
+    age_sessions(app, "admin@example.com", last_seen_at=timedelta(minutes=29))
+    assert admin.get("/admin/live", headers={"HX-Request": "true"}).status_code == 200
+    assert last_seen(app) < timedelta(minutes=1)
+
+
 # Password changes, resets, deactivation ------------------------------------------------
 
 

@@ -1,12 +1,16 @@
-"""Absolute links (feed, sitemap, API) name SITE_URL, never the Host header a client sent."""
+"""Absolute links (feed, sitemap, API) name SITE_URL, never the Host header a client sent;
+production does not start without it."""
 
+import json
+import subprocess
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 import pytest
 
+from tests.cluster import BIN, ROOT, base_env
 from tests.support import Api, make_app, new_post
-from webapp.config import ConfigError, load_config
+from webapp.config import ConfigError, check_production_config, load_config
 from webapp.extensions import db
 from webapp.plugins import sitemap
 
@@ -91,3 +95,26 @@ def test_a_bad_site_url_stops_start_up_naming_it(value):
 ])
 def test_site_url_is_stored_without_a_trailing_slash(value, stored):
     assert load_config({"SITE_URL": value})["SITE_URL"] == stored
+
+
+def test_production_without_site_url_does_not_start_and_says_what_to_set():
+    env = {k: v for k, v in base_env(None).items() if k != "SITE_URL"}
+    result = subprocess.run([str(BIN / "flask"), "--app", "webapp", "db", "current"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "SITE_URL is not set: set it to the site's public address" in result.stderr
+    strong = base_env(None)["SECRET_KEY"]
+    for empty in (None, ""):
+        with pytest.raises(ConfigError, match="SITE_URL"):
+            check_production_config({"SECRET_KEY": strong, "SITE_URL": empty})
+    check_production_config({"SECRET_KEY": strong, "SITE_URL": "https://example.com"})
+    # debug and tests start without one (links then follow the request's host)
+    check_production_config({"DEBUG": True, "SECRET_KEY": strong})
+    check_production_config({"TESTING": True, "SECRET_KEY": strong})
+
+
+def test_every_recipe_sets_site_url():
+    app_json = json.loads((ROOT / "app.json").read_text())
+    assert app_json["env"]["SITE_URL"]["required"] is True  # the Heroku button asks for it
+    assert 'SITE_URL="$${SITE_URL:-http://localhost:$${PORT:-8000}}"' in (
+        (ROOT / "Makefile").read_text())  # make run

@@ -1,6 +1,7 @@
 """Flask commands: `flask --app webapp <command>`."""
 
 import secrets
+import sys
 
 import click
 import sqlalchemy as sa
@@ -61,22 +62,42 @@ def migrations(directory: str | None, x_arg: tuple[str, ...]) -> None:
 
 @click.command("ensure-admin")
 @click.option("--email", default="admin@example.com", show_default=True)
-def ensure_admin(email: str) -> None:
-    """Create an admin user if there is none, printing its password once."""
+@click.option("--print-password", is_flag=True,
+              help="Print the one-time password even when the output is no terminal.")
+def ensure_admin(email: str, print_password: bool) -> None:
+    """Create an admin user if there is none, printing its one-time password in a terminal.
+
+    The password is shown once and only opens the page that sets a new one. Where the
+    output is no terminal (a deploy log such as Heroku's postdeploy, a CI log, a pipe),
+    whoever reads the log later could sign in first: no admin is made there, and the
+    output says how to make one from a terminal (or --print-password says print anyway).
+    """
     exists = db.session.scalar(sa.select(User.id).where(User.role == "admin").limit(1))
     if exists is not None:
         click.echo("An admin user exists already.")
         return
-    password = secrets.token_urlsafe(12)
     try:
         email = clean_email(email)
     except EmailError as exc:
         raise click.BadParameter(str(exc), param_hint="--email") from None
-    user = User(email=email, role="admin", active=True, timezone="")  # browser's at sign-in
+    if not (print_password or sys.stdout.isatty()):
+        click.echo(NO_TERMINAL)
+        return
+    password = secrets.token_urlsafe(12)
+    user = User(email=email, role="admin", active=True, timezone="",  # browser's at sign-in
+                must_change_password=True)
     user.set_password(password)
     _add_user(user)
     click.echo(f"Created admin user {email} with password: {password}")
-    click.echo("This password is shown once; change it after signing in.")
+    click.echo("This password is shown once and works once: signing in with it asks for a "
+               "new one.")
+
+
+NO_TERMINAL = (
+    "No admin user yet, and none made here: this output is no terminal, and a one-time "
+    "password printed into a log is readable by whoever reads the log. Make the admin from "
+    "a terminal, where the password is shown to you alone: `flask --app webapp ensure-admin` "
+    "(on Heroku: `heroku run flask --app webapp ensure-admin`).")
 
 
 @click.command("create-user")

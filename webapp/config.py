@@ -177,7 +177,7 @@ def deadman_url(env: Mapping[str, str]) -> str | None:
     if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or (
             any(c.isspace() or ord(c) < 32 for c in raw)):
         raise ConfigError("DEADMAN_URL must be an http(s) URL such as "
-                          f"https://hc-ping.com/<uuid>, not {raw!r}")
+                          "https://hc-ping.com/<uuid> (its value, a secret, is not shown)")
     return raw
 
 
@@ -286,12 +286,20 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # exposed directly, X-Forwarded-For is whatever the client says: trust no proxy
         # unless the platform recipe names its router (Heroku, Render, Fly.io: 1)
         "TRUST_PROXY_HOPS": env_int(env, "TRUST_PROXY_HOPS", 0),
-        "SESSION_IDLE_HOURS": env_float(env, "SESSION_IDLE_HOURS", 24.0 * 7, 0.01),
-        "SESSION_MAX_DAYS": env_float(env, "SESSION_MAX_DAYS", 30.0, 0.01),
+        # a sign-in session ends when idle this long or this old (webapp.accounts.sessions):
+        # an admin's at ASVS level 2 (30 min, 12 h), an editor's or viewer's a working day
+        # idle and a week in all (docs/accounts.md says why)
+        "ADMIN_SESSION_IDLE_MINUTES": env_float(env, "ADMIN_SESSION_IDLE_MINUTES", 30.0, 1.0),
+        "ADMIN_SESSION_MAX_HOURS": env_float(env, "ADMIN_SESSION_MAX_HOURS", 12.0, 0.1),
+        "SESSION_IDLE_HOURS": env_float(env, "SESSION_IDLE_HOURS", 8.0, 0.01),
+        "SESSION_MAX_DAYS": env_float(env, "SESSION_MAX_DAYS", 7.0, 0.01),
         # dangerous actions ask again for a proof older than this (webapp.accounts.stepup)
         "STEP_UP_MINUTES": env_float(env, "STEP_UP_MINUTES", 10.0, 0.01),
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
+        # the old X-Soloist-Signature (the body's HMAC, no time: replayable), for receivers
+        # not yet on Standard Webhooks' webhook-signature; deprecated
+        "WEBHOOK_LEGACY_SIGNATURE": env_bool(env, "WEBHOOK_LEGACY_SIGNATURE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),
         # Standard Webhooks' schedule from a first retry after 5 s (webhook_sends.retry_delay):
         # 9 attempts span about 18 hours
@@ -376,7 +384,8 @@ def secret_key_bits(key: str) -> float:
 
 
 def check_production_config(config: Mapping) -> None:
-    """Refuse to start a production app without a secret key of 32 random bytes."""
+    """Refuse to start a production app without a secret key of 32 random bytes (the
+    earlier ones in SECRET_KEY_FALLBACKS too), or without SITE_URL."""
     if config.get("DEBUG") or config.get("TESTING"):
         return
     make = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
@@ -387,3 +396,18 @@ def check_production_config(config: Mapping) -> None:
         raise ConfigError(
             "SECRET_KEY is too guessable: it needs 32 random bytes (at least 43 characters "
             f"of url-safe base64 or 64 hex digits, not a word or a pattern). Make one: {make}")
+    # an earlier key still signs sessions and decrypts TOTP secrets: a guessable one is as
+    # bad as a guessable SECRET_KEY
+    for place, old in enumerate(config.get("SECRET_KEY_FALLBACKS") or [], 1):
+        if secret_key_bits(str(old)) < MIN_SECRET_BITS:
+            raise ConfigError(
+                f"SECRET_KEY_FALLBACKS: key {place} of the list is too guessable (it needs 32 "
+                "random bytes, as SECRET_KEY does): anything it signed can be forged. Take "
+                "it out; users whose two-factor secret it still encrypts set theirs up again")
+    if not config.get("SITE_URL"):
+        # without it the feed's, the sitemap's and the canonical links would name whatever
+        # Host a client sent, on pages shared caches keep and serve to everyone
+        raise ConfigError(
+            "SITE_URL is not set: set it to the site's public address, e.g. "
+            "https://example.com or https://example.com/blog (absolute links name it, never "
+            "the Host header a client sent)")

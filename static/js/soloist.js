@@ -94,6 +94,12 @@
     }
     lastPoll[el.id] = now;
   });
+  // A page refreshing itself (hx-trigger "every …") says so: the server does not count a
+  // poll as use (webapp.accounts.security POLL_HEADER), so a tab left open still idles out.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var trigger = event.detail.elt.getAttribute("hx-trigger") || "";
+    if (/(^|,)\s*every\s/.test(trigger)) { event.detail.headers["X-Soloist-Poll"] = "1"; }
+  });
   // Keep a polled fragment and say "connection lost" instead of blanking it; a 422 that
   // names the fields at fault is shown where the element asks for it ([data-swap-invalid]).
   document.addEventListener("htmx:beforeSwap", function (event) {

@@ -1,7 +1,6 @@
 """Sign-in cookies, roles checked on the server, safe next= targets and client addresses."""
 
 from collections.abc import Callable
-from datetime import timedelta
 from functools import wraps
 from urllib.parse import urlsplit
 
@@ -12,7 +11,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from ..extensions import csrf, login_manager
 from ..models import User
-from .sessions import load_session
+from .sessions import lifetimes, load_session
 from .throttle import address_bucket
 
 UPLOAD_LIMIT = 2 * 1024 * 1024
@@ -39,7 +38,8 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("REMEMBER_COOKIE_SAMESITE", "Lax")
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # tied to the session instead
     # the cookie outlives a browser restart as long as the server-side session may
-    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(days=app.config["SESSION_MAX_DAYS"])
+    app.config["PERMANENT_SESSION_LIFETIME"] = max(
+        lifetimes(role, app.config)[1] for role in User.ROLES)
     app.session_interface = SessionInterface()
     app.before_request(require_new_password)
     app.before_request(require_two_factor)
@@ -83,7 +83,13 @@ def shared_cache_may_keep(response: Response) -> bool:
 @login_manager.user_loader
 def load_user(secret: str) -> User | None:
     """Return the signed-in user while their server-side session is live."""
-    return load_session(secret)
+    return load_session(secret, active=request.headers.get(POLL_HEADER) != "1")
+
+
+# sent by static/js/soloist.js on the requests of an element that polls (hx-trigger
+# "every …"): a page refreshing itself is not its user at work, so it does not hold off the
+# idle timeout. The client could leave it out, but only to keep its own session shorter.
+POLL_HEADER = "X-Soloist-Poll"
 
 
 def role_required(role: str) -> Callable:

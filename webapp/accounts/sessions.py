@@ -58,8 +58,12 @@ def start_session(user: User, address: str, user_agent: str,
     return secret
 
 
-def load_session(secret: str) -> User | None:
-    """Return the active user of a live session, or None; an expired session is ended."""
+def load_session(secret: str, active: bool = True) -> User | None:
+    """Return the active user of a live session, or None; an expired session is ended.
+
+    active says the request is the user's doing (not a page polling by itself): only then
+    does it count as use, so a tab left open on a live page still idles out.
+    """
     if not secret or len(secret) > 100:
         return None
     found = db.session.execute(
@@ -70,11 +74,11 @@ def load_session(secret: str) -> User | None:
         return None
     record, user = found
     now = utcnow()
-    if _expired(record, now):
+    if expired(record, user.role, now):
         _end(sa.true(), [record.id], EXPIRED)
         db.session.commit()
         return None
-    if now - record.last_seen_at > TOUCH_EVERY:
+    if active and now - record.last_seen_at > TOUCH_EVERY:
         record.last_seen_at = now
         db.session.commit()
     user.session_secret = secret
@@ -82,9 +86,23 @@ def load_session(secret: str) -> User | None:
     return user
 
 
-def _expired(record: UserSession, now) -> bool:
-    idle = timedelta(hours=current_app.config["SESSION_IDLE_HOURS"])
-    lifetime = timedelta(days=current_app.config["SESSION_MAX_DAYS"])
+def lifetimes(role: str, config=None) -> tuple[timedelta, timedelta]:
+    """Return how long a session of role may sit idle, and may last in all."""
+    config = current_app.config if config is None else config
+    if role == "admin":
+        return (timedelta(minutes=config["ADMIN_SESSION_IDLE_MINUTES"]),
+                timedelta(hours=config["ADMIN_SESSION_MAX_HOURS"]))
+    return (timedelta(hours=config["SESSION_IDLE_HOURS"]),
+            timedelta(days=config["SESSION_MAX_DAYS"]))
+
+
+def expired(record: UserSession, role: str, now) -> bool:
+    """Return whether a session of a user with role has ended by itself at now.
+
+    The user's role now decides: an editor made admin keeps a session only while it is
+    within an admin's limits.
+    """
+    idle, lifetime = lifetimes(role)
     return now - record.last_seen_at > idle or now - record.created_at > lifetime
 
 

@@ -53,6 +53,17 @@ def split_url(url: str):
     return parts, port or (443 if parts.scheme == "https" else 80)
 
 
+def shown(url: str) -> str:
+    """Return a secret URL as a log may show it: its scheme, host and port, and "…" for the
+    rest, which may hold a bearer secret (a dead-man's switch's check id, a token)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "(an unreadable URL)"
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/…"
+
+
 def _ascii_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")

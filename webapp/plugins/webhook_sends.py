@@ -45,7 +45,12 @@ FAILING_AFTER = 3  # failed attempts in a row before the endpoint as a whole bac
 
 
 def sign(secret: str, body: bytes) -> str:
-    """Return the X-Soloist-Signature value for body."""
+    """Return the legacy X-Soloist-Signature value for body (WEBHOOK_LEGACY_SIGNATURE).
+
+    It signs the body alone, no time: a captured request verifies again whenever it is
+    replayed. Standard Webhooks' webhook-signature (webapp.plugins.signing) signs the id and
+    the attempt's time with it, and is always sent.
+    """
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
@@ -107,7 +112,8 @@ def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
     body = delivery.body.encode()
     headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
     if endpoint.active:
-        headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
+        if current_app.config.get("WEBHOOK_LEGACY_SIGNATURE"):
+            headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
         headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
                                    int(delivery.claimed_at.timestamp()))  # the attempt's time
     found = (endpoint.url, body, headers, endpoint.active)

@@ -23,8 +23,9 @@ leadership takes the previous ones' unfinished claims once their process is gone
 their lease has run out, never while a leader that handed over still sends them.
 Retries and the endpoint's own back-off are webapp.plugins.webhook_sends'; after the
 last attempt the delivery is `failed` until an admin redelivers it. Requests carry
-X-Soloist-Event, X-Soloist-Delivery and X-Soloist-Signature (sha256= HMAC of the body
-with the endpoint's secret). An endpoint's payload_format "slack" gets Slack's
+X-Soloist-Event, X-Soloist-Delivery and Standard Webhooks' signed headers (and, with
+WEBHOOK_LEGACY_SIGNATURE, the deprecated X-Soloist-Signature: sha256= HMAC of the body
+alone, replayable). An endpoint's payload_format "slack" gets Slack's
 {"text": ...} instead of the event as JSON, signed the same way. ops.webhook_failing
 about an endpoint never goes to it.
 """

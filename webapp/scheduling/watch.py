@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 
 from flask import Flask
 
@@ -27,7 +28,7 @@ from ..extensions import db
 from ..leadership.base import PollRow, silence
 from ..leadership.keys import by_value
 from ..ops import alerts
-from ..plugins.net import UnsafeURL, request
+from ..plugins.net import UnsafeURL, request, shown
 
 log = logging.getLogger("soloist.scheduler")
 
@@ -35,7 +36,10 @@ PING_TIMEOUT = 10.0
 
 
 class Deadman:
-    """Ping a URL every so often while leading the publish key, from a thread of its own."""
+    """Ping a URL every so often while leading the publish key, from a thread of its own.
+
+    The URL is a bearer secret (whoever has it can fake the pings): logs show its host only.
+    """
 
     def __init__(self, url: str, every: float, name: str, allow_private: bool,
                  send: Callable[..., int] = request) -> None:
@@ -69,11 +73,20 @@ class Deadman:
         try:
             status = self.send("GET", self.url, None, headers, timeout, self.allow_private)
         except (UnsafeURL, OSError, http.client.HTTPException) as exc:
-            log.warning("dead-man's switch %s not reached: %s", self.url, exc)
+            log.warning("dead-man's switch %s not reached: %s", shown(self.url),
+                        self._scrubbed(str(exc)))
             return None
         if not 200 <= status < 300:
-            log.warning("dead-man's switch %s answered HTTP %s", self.url, status)
+            log.warning("dead-man's switch %s answered HTTP %s", shown(self.url), status)
         return status
+
+
+    def _scrubbed(self, message: str) -> str:
+        """Return an error's message with the URL, or its path and query, cut out."""
+        parts = urlsplit(self.url)
+        secret = parts.path + (f"?{parts.query}" if parts.query else "")
+        message = message.replace(self.url, shown(self.url))
+        return message.replace(secret, "/…") if len(secret) > 1 else message
 
 
 class Watch:

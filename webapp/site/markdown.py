@@ -2,9 +2,11 @@
 
 Raw HTML in the source is escaped by the parser (html=False) and the output is
 sanitised again with an allow-list, so neither a <script>, an onerror= nor a
-javascript: link survives, whatever the parser lets through.
+javascript: link survives, whatever the parser lets through. What is moved after that (an
+image's title into its caption) is escaped again for the place it lands in.
 """
 
+import html as htmllib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -12,7 +14,7 @@ from urllib.parse import urljoin
 
 import nh3
 from markdown_it import MarkdownIt
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 _parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
 _parser.enable(["table", "strikethrough"])
@@ -73,13 +75,28 @@ def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
 def _render(source: str, images: tuple[ImageInfo, ...]) -> Markup:
     # Keyed on the text itself (and its images, which never change at an address), so an
     # edit can never be served stale; this only saves re-rendering popular posts.
-    html = FIGURE.sub(r"<figure><img \1\3><figcaption>\2</figcaption></figure>",
-                      _cleaner.clean(_parser.render(source)))
+    html = figures(_cleaner.clean(_parser.render(source)))
     if images:
         known = {(i.sha256, i.ext): i for i in images}
         done: list[str] = []  # the images given their attributes so far
         html = SITE_IMAGE.sub(lambda m: _site_image(m, known, done), html)
     return Markup(html)  # noqa: S704  (sanitised by nh3 above; added attributes are ours)
+
+
+def figures(sanitised: str) -> str:
+    """Make each image alone in its paragraph with a title a figure, the title its caption.
+
+    The title moves from an attribute value into text after sanitising, so it is read as
+    the attribute's text and escaped again for its new place: an attribute value may hold
+    < and > raw (nh3 before 0.3.7 wrote them so), which in text would be markup.
+    """
+    return FIGURE.sub(_figure, sanitised)
+
+
+def _figure(match: re.Match) -> str:
+    before, title, after = match.groups()
+    caption = escape(htmllib.unescape(title))
+    return f"<figure><img {before}{after}><figcaption>{caption}</figcaption></figure>"
 
 
 def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo],
