@@ -158,7 +158,7 @@ def test_several_events_go_in_one_request_hard_if_any_is_a_takedown(app, api):
     assert hard.headers["xkey-purge"] == "post-3 home feed sitemap post-4"
 
 
-def test_a_dead_purger_delays_only_itself_and_is_retried_with_back_off(app, api):
+def test_a_dead_purger_delays_only_itself_and_is_retried_every_few_seconds(app, api):
     app.config["CACHE_PURGE"] = [DEAD, varnish(api)]
     with app.app_context():
         event("post.published")
