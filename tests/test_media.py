@@ -15,6 +15,7 @@ from tests import media_files as made
 from tests.support import AuthActions, count, csrf_token, new_post, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, MediaFile, MediaVariant, ScheduledChange
+from webapp.site.markdown import SIZES
 
 JSON = {"Accept": "application/json"}
 
@@ -157,12 +158,60 @@ def test_the_post_page_gives_the_sites_images_srcset_and_the_first_its_og_image(
              body=f"{body['markdown']}\n\n![far](https://example.com/far.png)")
     page = text(client.get("/posts/boats"))
     base = f"/media/{body['sha256']}/"
-    assert (f'srcset="{base}480.jpg 480w, {base}640.jpg 640w, {base}960.jpg 960w, '
-            f'{base}1600.jpg 1600w, {base}orig.jpg 2000w"') in page
-    assert 'width="2000" height="1000" fetchpriority="high"' in page and 'alt="Quay"' in page
+    assert (f'<picture><source type="image/webp" srcset="{base}480.webp 480w, {base}640.webp '
+            f'640w, {base}960.webp 960w, {base}1600.webp 1600w" sizes="{SIZES}"><img src="'
+            f'{base}orig.jpg" srcset="{base}480.jpg 480w, {base}640.jpg 640w, {base}960.jpg '
+            f'960w, {base}1600.jpg 1600w, {base}orig.jpg 2000w"') in page
+    assert ('width="2000" height="1000" fetchpriority="high" alt="Quay"></picture>') in page
     assert '<img src="https://example.com/far.png" alt="far">' in page  # others as before
     assert f'<meta property="og:image" content="http://localhost{base}1600.jpg">' in page
     assert "img-src 'self'" in client.get("/posts/boats").headers["Content-Security-Policy"]
+
+
+def test_a_jpeg_gets_a_webp_copy_of_each_width_served_as_image_webp(app, client, editor):
+    body = upload(editor, made.jpeg_with_gps_rotated()).get_json()  # 100 × 300 upright
+    big = upload(editor, made.jpeg((2000, 1000))).get_json()
+    base = f"/media/{big['sha256']}/"
+    for width in (480, 640, 960, 1600):
+        copy = client.get(f"{base}{width}.webp")
+        assert copy.status_code == 200 and copy.content_type == "image/webp"
+        assert Image.open(io.BytesIO(copy.data)).size == (width, width // 2)
+        assert len(copy.data) < len(client.get(f"{base}{width}.jpg").data)
+    copy, jpeg = client.get(f"{base}480.webp"), client.get(f"{base}480.jpg")
+    assert copy.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert copy.headers["Surrogate-Key"] == jpeg.headers["Surrogate-Key"] == \
+        f"media-{big['sha256'][:32]}"  # removing the file purges its copies too
+    assert copy.headers["ETag"] != jpeg.headers["ETag"]
+    assert client.get(f"{base}480.webp",
+                      headers={"If-None-Match": copy.headers["ETag"]}).status_code == 304
+    assert client.get(f"{base}orig.webp").status_code == 404  # wider than 1600: not needed
+    small = client.get(f"/media/{body['sha256']}/orig.webp")  # no wider: the original's copy
+    assert small.content_type == "image/webp" and b"Exif" not in small.data
+    assert Image.open(io.BytesIO(small.data)).size == (100, 300)
+    assert client.get(f"/media/{body['sha256']}/orig.gif").status_code == 404
+
+
+def test_a_file_stored_before_webp_copies_renders_as_it_did_until_add_webp_makes_them(
+        app, client, editor):
+    body = upload(editor, made.jpeg((1200, 800)), alt="Quay").get_json()
+    with app.app_context():  # as a file uploaded before this release is stored
+        db.session.execute(sa.delete(MediaVariant).where(MediaVariant.variant.like("%.webp")))
+        db.session.execute(sa.update(MediaFile).values(webp=""))
+        db.session.commit()
+    new_post(app, "Boats", "published", slug="boats", body=body["markdown"])
+    base = f"/media/{body['sha256']}/"
+    page = text(client.get("/posts/boats"))
+    assert "<picture" not in page and "webp" not in page
+    assert (f'<img src="{base}orig.jpg" srcset="{base}480.jpg 480w, {base}640.jpg 640w, '
+            f'{base}960.jpg 960w, {base}orig.jpg 1200w"') in page
+    assert client.get(f"{base}480.webp").status_code == 404
+    runner = app.test_cli_runner()
+    assert "1 file given WebP copies." in runner.invoke(args=["add-webp"]).output
+    assert "0 files given WebP copies." in runner.invoke(args=["add-webp"]).output
+    assert client.get(f"{base}480.webp").content_type == "image/webp"
+    new_post(app, "Boats again", "published", slug="boats-2", body=body["markdown"])
+    assert (f'<source type="image/webp" srcset="{base}480.webp 480w, {base}640.webp 640w, '
+            f'{base}960.webp 960w, {base}orig.webp 1200w"') in text(client.get("/posts/boats-2"))
 
 
 def test_a_file_used_by_a_post_cannot_be_deleted_and_deleting_an_unused_one_is_audited(
@@ -251,6 +300,7 @@ def test_media_work_on_sqlite(sqlite_app):
     served = client.get(body["url"])
     assert served.status_code == 200 and served.content_type == "image/jpeg"
     assert client.get(f"/media/{body['sha256']}/960.jpg").status_code == 200
+    assert client.get(f"/media/{body['sha256']}/960.webp").content_type == "image/webp"
     assert upload(client, made.jpeg((1200, 900))).status_code == 200
 
 

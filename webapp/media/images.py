@@ -18,6 +18,12 @@ again, so what is stored and served is the picture alone.
 EXIF (GPS above all) is dropped: the orientation it records is applied to the pixels
 first (ImageOps.exif_transpose), then the image is encoded without it. The ICC colour
 profile is kept, so colours look the same.
+
+A still that is not a WebP gets a WebP copy of each width too (of the original as well
+when it is no wider than the largest width): lossy from a JPEG, lossless from a PNG or a
+GIF, so a browser that takes WebP fetches fewer bytes and any other the original's type
+(a CMYK JPEG gets none: its colours need its profile, which WebP cannot carry).
+AVIF is not made: at the encoder's default speed it costs more than the whole upload.
 """
 
 import hashlib
@@ -37,6 +43,10 @@ EXTENSIONS = {ext for _type, ext in FORMATS.values()}
 OPENED = ["JPEG", "PNG", "WEBP", "GIF"]  # a JPEG with MPF pictures opens as MPO
 # srcset widths, made when smaller than the original; 640 fills the reading column at 1x
 WIDTHS = (480, 640, 960, 1600)
+# the WebP copies: a JPEG's lossy (method 2: the size of method 4's at half its time), a
+# PNG's or GIF's lossless (flat colours and text stay sharp, far smaller than the PNG)
+WEBP_LOSSY = {"quality": 80, "method": 2}
+WEBP_LOSSLESS = {"lossless": True, "quality": 80, "method": 2}
 MAX_PIXELS = 50_000_000  # 50 megapixels: a 12-megapixel photo four times over
 MARKUP = re.compile(rb"<(?:script|html|svg|iframe|object|embed|body|!doctype|\?php)[\s>/]",
                     re.IGNORECASE)
@@ -65,6 +75,7 @@ class Processed:
     content_type: str
     ext: str
     variants: tuple[Encoded, ...]  # the original first
+    webp: tuple[Encoded, ...] = ()  # WebP copies of those widths, by width (a still not a WebP)
 
     @property
     def original(self) -> Encoded:
@@ -82,11 +93,22 @@ def process(data: bytes) -> Processed:
     if fmt == "WEBP":
         _refuse_after_riff_end(data)
     try:
-        variants = _encode(image, "JPEG" if fmt == "MPO" else fmt)
+        variants, webp = _encode(image, "JPEG" if fmt == "MPO" else fmt)
     except (OSError, ValueError, SyntaxError) as exc:  # a frame past the first is broken
         raise ImageRefused(f"The image is damaged or cut short ({exc}).") from None
     digest = hashlib.sha256(variants[0].data).hexdigest()
-    return Processed(digest, content_type, ext, variants)
+    return Processed(digest, content_type, ext, variants, webp)
+
+
+def webp_copies(stored: bytes) -> tuple[Encoded, ...]:
+    """Return the WebP copies of a stored original's widths (none for a WebP or animation).
+
+    For files stored before the copies were made at upload (`flask add-webp`).
+    """
+    image = _open(stored)
+    if image.format == "WEBP" or getattr(image, "n_frames", 1) > 1:
+        return ()
+    return _encode(image, image.format or "")[1]
 
 
 def refuse_other_content(data: bytes) -> None:
@@ -139,21 +161,34 @@ def _refuse_after_riff_end(data: bytes) -> None:
         raise ImageRefused("The WebP has data after its end (a polyglot): it is refused.")
 
 
-def _encode(image: Image.Image, fmt: str) -> tuple[Encoded, ...]:
-    """Encode the original without metadata, then each smaller srcset width (stills only)."""
+def _encode(image: Image.Image, fmt: str) -> tuple[tuple[Encoded, ...], tuple[Encoded, ...]]:
+    """Encode the original without metadata, then each smaller srcset width (stills only),
+    and return them with their WebP copies."""
     if getattr(image, "n_frames", 1) > 1:  # animated: kept whole, no widths
-        return (Encoded("orig", image.width, image.height, _save_frames(image, fmt)),)
+        return (Encoded("orig", image.width, image.height, _save_frames(image, fmt)),), ()
     icc = image.info.get("icc_profile")
     still = ImageOps.exif_transpose(image)
     if fmt == "JPEG" and still.mode not in ("RGB", "L", "CMYK"):
         still = still.convert("RGB")
-    out = [Encoded("orig", still.width, still.height, _save(still, fmt, icc))]
+    out, webp = [], []
+    for variant, picture in _widths(still):
+        out.append(Encoded(variant, *picture.size, _save(picture, fmt, icc)))
+        if fmt != "WEBP" and still.mode != "CMYK" and picture.width <= WIDTHS[-1]:
+            webp.append(Encoded(variant, *picture.size, _save_webp(picture, fmt, icc)))
+    # the original first, then the widths smallest first; the copies by width (the original,
+    # when it has one, is the widest)
+    return (out[0], *sorted(out[1:], key=lambda e: e.width)), tuple(
+        sorted(webp, key=lambda e: e.width))
+
+
+def _widths(still: Image.Image):
+    """Yield ("orig", still), then each srcset width smaller than it, largest first."""
+    yield "orig", still
     source = still
     for width in sorted((w for w in WIDTHS if w < still.width), reverse=True):
         height = max(1, round(still.height * width / still.width))
         source = source.resize((width, height), Image.Resampling.LANCZOS, reducing_gap=3.0)
-        out.append(Encoded(str(width), width, height, _save(source, fmt, icc)))
-    return (out[0], *sorted(out[1:], key=lambda e: e.width))
+        yield str(width), source
 
 
 def _save(image: Image.Image, fmt: str, icc: bytes | None) -> bytes:
@@ -165,8 +200,20 @@ def _save(image: Image.Image, fmt: str, icc: bytes | None) -> bytes:
         options.update(quality=85)
     elif fmt == "GIF" and "transparency" in image.info:
         options["transparency"] = image.info["transparency"]
-    image.info = {}  # no EXIF, XMP, comments or text chunks are carried over
-    image.save(buffer, fmt, **options)
+    kept, image.info = image.info, {}  # no EXIF, XMP, comments or text chunks are carried over
+    try:
+        image.save(buffer, fmt, **options)
+    finally:
+        image.info = kept  # the next width is made from this one: its transparency with it
+    return buffer.getvalue()
+
+
+def _save_webp(image: Image.Image, fmt: str, icc: bytes | None) -> bytes:
+    if image.mode not in ("RGB", "RGBA"):  # WebP holds RGB(A): a grey profile would not fit
+        image, icc = image.convert("RGBA" if image.has_transparency_data else "RGB"), None
+    buffer = io.BytesIO()
+    options: dict = {"icc_profile": icc} if icc else {}
+    image.save(buffer, "WEBP", **options, **(WEBP_LOSSY if fmt == "JPEG" else WEBP_LOSSLESS))
     return buffer.getvalue()
 
 
