@@ -93,6 +93,57 @@ def test_unsafe_files_are_refused_naming_the_problem_and_nothing_is_stored(app, 
     assert count(app, MediaFile) == 0 and count(app, MediaVariant) == 0
 
 
+def test_an_animation_past_the_decoding_budget_is_refused_naming_the_limit(app, api):
+    # 300 bytes that decode to 2000 × 2000 pixels × 20 frames (320 MB of RGBA): before, 8 s
+    # and half a gigabyte of the worker, then a 500
+    answer = multipart(api, made.animated_gif())
+    assert answer.status_code == 422, answer.get_json()
+    assert answer.get_json()["field"] == "file"
+    says = answer.get_json()["detail"]
+    assert "2000 × 2000 pixels × 20 frames" in says and "at most 200 MB" in says, says
+    assert count(app, MediaFile) == 0 and count(app, MediaVariant) == 0
+    small = made.animated_gif((300, 200), frames=12)  # 2.9 MB decoded: the setting decides
+    app.config["MEDIA_MAX_DECODED_MB"] = 2
+    assert "at most 2 MB" in multipart(api, small).get_json()["detail"]
+    app.config["MEDIA_MAX_DECODED_MB"] = 3
+    assert multipart(api, small).status_code == 201
+
+
+def test_the_media_page_refuses_an_animation_past_the_budget_keeping_the_alt_text(app, editor):
+    page = upload(editor, made.animated_gif(), alt="Dancing", as_json=False)
+    assert page.status_code == 422 and 'value="Dancing"' in text(page)
+    assert "at most 200 MB" in text(page) and 'id="e-file"' in text(page)
+    assert count(app, MediaFile) == 0
+
+
+def test_frames_that_reach_past_a_gifs_canvas_count_at_the_size_they_decode_to(app, api):
+    app.config["MEDIA_MAX_DECODED_MB"] = 1  # the header says 1 × 1; the frames are larger
+    assert multipart(api, made.animated_gif((1, 1), 2, frame=(10, 10))).status_code == 201
+    answer = multipart(api, made.animated_gif((1, 1), 2, frame=(1000, 1000)))
+    assert answer.status_code == 422 and "1000 × 1000 pixels × 2 frames" in \
+        answer.get_json()["detail"]
+
+
+def test_an_animation_within_the_budget_is_kept_whole(app, client, editor):
+    body = upload(editor, made.animated_gif((300, 200), frames=12), name="wave.gif").get_json()
+    assert body["content_type"] == "image/gif" and body["widths"] == []
+    served = Image.open(io.BytesIO(client.get(body["url"]).data))
+    assert served.size == (300, 200) and served.n_frames == 12
+
+
+def test_a_phones_multi_picture_jpeg_is_stored_as_its_first_picture(app, client, api):
+    answer = multipart(api, made.mpo())  # before: 500, KeyError: 'JPEG'
+    assert answer.status_code == 201, answer.get_json()
+    body = answer.get_json()
+    assert body["content_type"] == "image/jpeg" and body["widths"] == [480, 640, 960]
+    stored = Image.open(io.BytesIO(client.get(body["url"]).data))
+    assert (stored.format, getattr(stored, "n_frames", 1), stored.size) == ("JPEG", 1,
+                                                                           (1200, 900))
+    red, _green, blue = stored.getpixel((600, 450))
+    assert red > 150 and blue < 100  # the first picture, not the second
+    assert client.get(f"/media/{body['sha256']}/960.webp").content_type == "image/webp"
+
+
 def test_the_alt_text_is_required(app, editor):
     answer = upload(editor, made.jpeg(), alt="   ")
     assert answer.status_code == 422 and answer.get_json()["field"] == "alt"

@@ -15,6 +15,14 @@ anywhere (<script, <html, <svg, <?php, ...), or a GIF whose header is also JavaS
 there, MPF) unless they are one of the above. Whatever passes is decoded and encoded
 again, so what is stored and served is the picture alone.
 
+Work is bounded before any pixel is decoded: the canvas's width × height × frames ×
+channels (a byte each: what the decoded pixels take) must be at most the budget
+(MEDIA_MAX_DECODED_MB), read from the headers alone (a GIF's frames counted by walking
+its blocks, at the canvas they decode to: a frame reaching past the declared canvas
+widens it). An animation within it is kept whole (its frames decode to four channels);
+one past it is refused naming the numbers. A JPEG with further pictures after it (a
+phone's MPO) is stored as its first picture: the others are not frames of an animation.
+
 EXIF (GPS above all) is dropped: the orientation it records is applied to the pixels
 first (ImageOps.exif_transpose), then the image is encoded without it. The ICC colour
 profile is kept, so colours look the same.
@@ -28,7 +36,9 @@ AVIF is not made: at the encoder's default speed it costs more than the whole up
 
 import hashlib
 import io
+import math
 import re
+import struct
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -51,6 +61,7 @@ MAX_PIXELS = 50_000_000  # 50 megapixels: a 12-megapixel photo four times over
 MARKUP = re.compile(rb"<(?:script|html|svg|iframe|object|embed|body|!doctype|\?php)[\s>/]",
                     re.IGNORECASE)
 TYPES_TAKEN = "JPEG, PNG, WebP or GIF"
+GIF_BLOCK = re.compile(rb"[\x2c\x21\x3b]")  # what starts a GIF block: image, extension, end
 
 
 class ImageRefused(ValueError):
@@ -82,10 +93,13 @@ class Processed:
         return self.variants[0]
 
 
-def process(data: bytes) -> Processed:
-    """Return data as a safe image with its srcset widths, or raise ImageRefused."""
+def process(data: bytes, max_decoded_mb: int) -> Processed:
+    """Return data as a safe image with its srcset widths, or raise ImageRefused.
+
+    max_decoded_mb: the most its pixels may take decoded (MEDIA_MAX_DECODED_MB).
+    """
     refuse_other_content(data)
-    image = _open(data)
+    image = _open(data, max_decoded_mb)
     fmt = image.format or ""
     content_type, ext = FORMATS[fmt]
     if fmt == "PNG":
@@ -106,7 +120,7 @@ def webp_copies(stored: bytes) -> tuple[Encoded, ...]:
     For files stored before the copies were made at upload (`flask add-webp`).
     """
     image = _open(stored)
-    if image.format == "WEBP" or getattr(image, "n_frames", 1) > 1:
+    if image.format == "WEBP" or _animated(image):
         return ()
     return _encode(image, image.format or "")[1]
 
@@ -129,15 +143,21 @@ def refuse_other_content(data: bytes) -> None:
         raise ImageRefused("The GIF's header is also JavaScript (a polyglot): it is refused.")
 
 
-def _open(data: bytes) -> Image.Image:
-    """Decode data whole, by its content; refuse other types, bombs and truncated files."""
+def _open(data: bytes, max_decoded_mb: int | None = None) -> Image.Image:
+    """Decode data's first frame, by its content; refuse other types, bombs, work past
+    max_decoded_mb (None: a stored original, checked when it was uploaded) and truncated
+    files."""
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             image = Image.open(io.BytesIO(data), formats=OPENED)
             if image.width * image.height > MAX_PIXELS:
                 raise Image.DecompressionBombError("too many pixels")
+            if max_decoded_mb is not None:
+                _refuse_past_budget(image, data, max_decoded_mb)
             image.load()
+        except ImageRefused:
+            raise
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise ImageRefused(f"The image is too large to decode safely (a decompression "
                                f"bomb?): at most {MAX_PIXELS // 1_000_000} megapixels.") from None
@@ -147,6 +167,62 @@ def _open(data: bytes) -> Image.Image:
         except (OSError, ValueError, SyntaxError, EOFError) as exc:
             raise ImageRefused(f"The image is damaged or cut short ({exc}).") from None
     return image
+
+
+def _animated(image: Image.Image) -> bool:
+    """Return whether image has frames to keep (a JPEG's further pictures are not)."""
+    return image.format != "MPO" and getattr(image, "is_animated", False)  # reads 2 frames
+
+
+def _refuse_past_budget(image: Image.Image, data: bytes, max_decoded_mb: int) -> None:
+    """Refuse an image whose decoded pixels would take more than max_decoded_mb, from its
+    headers: width × height × frames × channels, the frames of an animation at 4."""
+    width, height, frames = image.width, image.height, 1
+    if image.format == "GIF":
+        frames, width, height = gif_frames(data)
+    elif _animated(image):  # an APNG's or a WebP's count is in its header
+        frames = image.n_frames
+    channels = 4 if frames > 1 else len(image.getbands())
+    decoded = width * height * frames * channels
+    if decoded > max_decoded_mb * 1_000_000:
+        counted = f" × {frames} frames" if frames > 1 else ""
+        raise ImageRefused(
+            f"The image would take {math.ceil(decoded / 1_000_000)} MB to decode ({width} × "
+            f"{height} pixels{counted} × {channels} channels): images may take at most "
+            f"{max_decoded_mb} MB. Upload a smaller picture"
+            f"{' or fewer frames' if frames > 1 else ''}.")
+
+
+def gif_frames(data: bytes) -> tuple[int, int, int]:
+    """Return a GIF's (frames, width, height) from its blocks, decoding nothing: the size
+    is the canvas the frames decode to (a frame reaching past the declared one widens it).
+
+    Walked as Pillow reads it: a byte that starts no block is skipped, the trailer ends it.
+    """
+    width, height = struct.unpack_from("<HH", data, 6)
+    flags, pos, frames = data[10], 13, 0
+    if flags & 0x80:  # the global colour table
+        pos += 3 << ((flags & 7) + 1)
+    while pos < len(data) and data[pos] != 0x3B:
+        if data[pos] == 0x2C and pos + 10 <= len(data):  # an image descriptor
+            left, top, w, h = struct.unpack_from("<4H", data, pos + 1)
+            width, height, frames = max(width, left + w), max(height, top + h), frames + 1
+            local = data[pos + 9]
+            pos += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1  # + LZW code size
+            pos = _after_sub_blocks(data, pos)
+        elif data[pos] == 0x21:  # an extension: its label, then its sub-blocks
+            pos = _after_sub_blocks(data, pos + 2)
+        else:
+            found = GIF_BLOCK.search(data, pos + 1)
+            pos = found.start() if found else len(data)
+    return max(frames, 1), width, height
+
+
+def _after_sub_blocks(data: bytes, pos: int) -> int:
+    """Return the position after the sub-blocks starting at pos (the last one is empty)."""
+    while pos < len(data) and data[pos]:
+        pos += data[pos] + 1
+    return pos + 1
 
 
 def _refuse_after_png_end(data: bytes) -> None:
@@ -164,7 +240,7 @@ def _refuse_after_riff_end(data: bytes) -> None:
 def _encode(image: Image.Image, fmt: str) -> tuple[tuple[Encoded, ...], tuple[Encoded, ...]]:
     """Encode the original without metadata, then each smaller srcset width (stills only),
     and return them with their WebP copies."""
-    if getattr(image, "n_frames", 1) > 1:  # animated: kept whole, no widths
+    if _animated(image):  # kept whole, no widths
         return (Encoded("orig", image.width, image.height, _save_frames(image, fmt)),), ()
     icc = image.info.get("icc_profile")
     still = ImageOps.exif_transpose(image)

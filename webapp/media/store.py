@@ -8,6 +8,7 @@ import unicodedata
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from ..extensions import db
@@ -77,8 +78,11 @@ def upload(data: bytes, name: str, alt: str, limit: int,
     if len(data) > limit:
         raise MediaError(413, "file", f"The file is {megabytes(len(data))}: images may be at "
                                       f"most {megabytes(limit)}.")
+    # no transaction held open while the image is decoded: PostgreSQL ends one left idle
+    # past DB_IDLE_IN_TRANSACTION_SECONDS, and the request with it (nothing is pending)
+    db.session.commit()
     try:
-        made = images.process(data)
+        made = images.process(data, current_app.config["MEDIA_MAX_DECODED_MB"])
     except images.ImageRefused as exc:
         raise MediaError(422, "file", str(exc)) from None
     found = _by_address(made.sha256)
