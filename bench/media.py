@@ -1,4 +1,4 @@
-"""Media: a file by its content address (200), the same with its ETag (304), a 12 MP upload.
+"""Media: a file by its content address (200), with its ETag (304), a 12 MP upload, a GIF bomb.
 
 One gunicorn instance (WEB_CONCURRENCY=2 gthread workers, schedulers running) serves a fresh
 PostgreSQL database holding FILES images (small JPEGs of a few kB, uploaded through
@@ -11,9 +11,13 @@ webapp.media as the editors' uploads are, so each has its widths). wrk asks, ove
   no read at all);
 
 then a 12-megapixel JPEG (4000 × 3000, camera-like noise, with EXIF) is uploaded through
-POST /api/media, --uploads times: EXIF stripped, re-encoded, its three widths made and
-everything stored; the time is the request's, end to end, as the editor waits for it.
-Statuses are counted from gunicorn's access log; the database is dropped on the way out.
+POST /api/media, --uploads times: EXIF stripped, re-encoded, its four widths and their WebP
+copies made and everything stored; the time is the request's, end to end, as the editor
+waits for it. Then a GIF of 20 frames of 2000 × 2000 pixels (773 bytes, 320 MB decoded) is
+sent --uploads times: refused (422) past MEDIA_MAX_DECODED_MB, timed end to end, with how
+far each worker's peak memory (VmHWM, reset before each) rose. The machine's loop speed
+(tests/conftest.py) is printed with the tables. Statuses are counted from gunicorn's
+access log; the database is dropped on the way out.
 
     .venv/bin/python bench/media.py [--files 1000] [--connections 16] [--threads 2]
         [--duration 15] [--warmup 5] [--uploads 5]
@@ -28,7 +32,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,6 +42,8 @@ from web_perf import find_wrk  # noqa: E402
 SERVED_TARGET = 1500.0
 NOT_MODIFIED_TARGET = 2500.0
 UPLOAD_TARGET = 2.0  # seconds
+REFUSAL_TARGET = 1.0  # seconds to refuse the GIF of issue 34 (2000 × 2000 × 20 frames)
+RSS_TARGET = 50  # MB a worker's peak memory may grow meanwhile
 
 RANDOM_LUA = """
 local paths = {{}}
@@ -49,7 +54,7 @@ request = function()
   return wrk.format("GET", paths[i]{headers})
 end
 """
-CONDITIONAL = (', {["If-None-Match"] = "\\"" .. string.sub(paths[i], 8, 39) .. "-orig\\""}')
+CONDITIONAL = (', {["If-None-Match"] = "\\"" .. string.sub(paths[i], 8, 39) .. "-orig.jpg\\""}')
 
 
 def fill(url: str, n: int) -> list[str]:
@@ -91,20 +96,31 @@ def twelve_megapixels(n: int) -> bytes:
 
 def upload_once(base: str, token: str, data: bytes, n: int) -> float:
     """POST one multipart upload (distinct bytes each time); return its seconds."""
-    boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"alt\"\r\n\r\n"
-            f"Bench photo {n}\r\n--{boundary}\r\nContent-Disposition: form-data; "
-            f"name=\"file\"; filename=\"photo-{n}.jpg\"\r\nContent-Type: image/jpeg\r\n\r\n"
-            ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    request = urllib.request.Request(base + "/api/media", data=body, method="POST", headers={
-        "Authorization": f"Bearer {token}",
-        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    from tests.cluster import post_media
+
     started = time.monotonic()
-    with urllib.request.urlopen(request, timeout=60) as response:
-        response.read()
-        if response.status != 201:
-            raise RuntimeError(f"upload answered {response.status}")
+    status, answer = post_media(base, token, data, f"photo-{n}.jpg", f"Bench photo {n}")
+    if status != 201:
+        raise RuntimeError(f"upload answered {status}: {answer}")
     return time.monotonic() - started
+
+
+def refuse_gif(inst, token: str, runs: int) -> list[tuple[float, float]]:
+    """POST the 2000 × 2000 × 20-frame GIF runs times; return each refusal's seconds and
+    the most any worker's peak memory (VmHWM, reset first) rose during it, in MB."""
+    from tests import media_files
+    from tests.cluster import peak_rss_mb, post_media
+
+    gif, found = media_files.animated_gif(), []
+    for _ in range(runs):
+        before = {pid: peak_rss_mb(pid, reset=True) for pid in inst.worker_pids()}
+        started = time.monotonic()
+        status, answer = post_media(inst.url, token, gif, "dance.gif")
+        seconds = time.monotonic() - started
+        if status != 422 or answer.get("field") != "file":
+            raise RuntimeError(f"the GIF answered {status}: {answer}")
+        found.append((seconds, max(peak_rss_mb(pid) - mb for pid, mb in before.items())))
+    return found
 
 
 def start_instance(bench):
@@ -128,7 +144,7 @@ def start_instance(bench):
     return inst
 
 
-def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], list[float], int]:
+def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], list[float], int, list]:
     from common import Bench, log
 
     from tests.support import cli_user
@@ -158,10 +174,13 @@ def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], list[float], in
         log(f"uploading a 12-megapixel JPEG ({len(photo) / 1e6:.1f} MB) {args.uploads} times")
         times = [upload_once(inst.url, token, data, i) for i, data in enumerate(photos)]
         log("uploads: " + ", ".join(f"{t:.2f} s" for t in times))
-    return results, times, len(photo)
+        refusals = refuse_gif(inst, token, args.uploads)
+        log("GIF refusals: " + ", ".join(f"{t:.3f} s (+{mb:.1f} MB)" for t, mb in refusals))
+    return results, times, len(photo), refusals
 
 
-def print_report(args, results: list[dict], times: list[float], photo_size: int) -> None:
+def print_report(args, results: list[dict], times: list[float], photo_size: int,
+                 refusals: list[tuple[float, float]]) -> None:
     from common import report, table
 
     rows = []
@@ -176,10 +195,20 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int)
                      f"{own:.2f} ms", f"{cpu['others'] / cpu['wall_cores'] * 100:.0f} %",
                      f">= {target:,.0f} req/s",
                      "yes" if r["rps"] >= target and right else "**no**"])
-    worst = max(times)
-    upload_rows = [[f"12 MP JPEG ({photo_size / 1e6:.1f} MB) → stored with 480/960/1600 widths",
+    from tests.conftest import REFERENCE_LOOP, _reference_loop
+
+    worst, loop = max(times), min(_reference_loop() for _ in range(3))
+    upload_rows = [[f"12 MP JPEG ({photo_size / 1e6:.1f} MB) → stored with 480/640/960/1600 "
+                    "widths and their WebP copies",
                     str(len(times)), f"{sorted(times)[len(times) // 2]:.2f} s", f"{worst:.2f} s",
                     f"<= {UPLOAD_TARGET:g} s", "yes" if worst <= UPLOAD_TARGET else "**no**"]]
+    seconds, grown = sorted(t for t, _ in refusals), max(mb for _, mb in refusals)
+    slowest = seconds[-1]
+    refusal_rows = [["GIF, 2000 × 2000 pixels × 20 frames (773 bytes) → 422 naming the limit",
+                     str(len(refusals)), f"{seconds[len(seconds) // 2]:.3f} s",
+                     f"{slowest:.3f} s", f"+{grown:.1f} MB",
+                     f"<= {REFUSAL_TARGET:g} s, <= +{RSS_TARGET} MB",
+                     "yes" if slowest <= REFUSAL_TARGET and grown <= RSS_TARGET else "**no**"]]
     report("Media: served by content address, revalidated, uploaded", [
         ("Serving (wrk, measured run after a warm-up)",
          table(["run", "req/s", "p50", "p99", "answers (access log)",
@@ -187,14 +216,20 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int)
                 "met?"], rows)),
         ("Upload (POST /api/media, end to end)",
          table(["upload", "runs", "median", "slowest", "target", "met?"], upload_rows)),
+        ("Refused past the decoding budget (POST /api/media, end to end)",
+         table(["upload", "runs", "median", "slowest", "worker's peak memory (VmHWM), most "
+                "grown", "target", "met?"], refusal_rows)),
     ], [
+        f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
+        "(best of 3, after the run; tests/conftest.py).",
         f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
         f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
         f"{args.files:,} files of 640 × 427 pixels (the original and its 480 width).",
         f"wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, on the same "
         f"{os.cpu_count()}-CPU machine as gunicorn and PostgreSQL (and other people's work).",
         "The upload's time is the slowest of the runs against the target: decoding, EXIF "
-        "stripped, re-encoding, three widths, the SHA-256 and the INSERTs, one request each.",
+        "stripped, re-encoding, four widths and four WebP copies, the SHA-256 and the "
+        "INSERTs, one request each.",
     ])
 
 
@@ -208,8 +243,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     wrk = find_wrk()
-    results, times, photo_size = run(args, wrk)
-    print_report(args, results, times, photo_size)
+    print_report(args, *run(args, wrk))
 
 
 if __name__ == "__main__":

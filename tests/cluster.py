@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -256,6 +257,37 @@ def children(pid: int) -> list[int]:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except FileNotFoundError:
         return []
+
+
+def peak_rss_mb(pid: int, reset: bool = False) -> float:
+    """Return a process's peak resident memory (VmHWM), in MB: since it started, or since
+    the last reset (reset=True: the peak starts again from what it holds now)."""
+    if reset:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(f"no VmHWM for {pid}")
+
+
+def post_media(base: str, token: str, data: bytes, name: str = "photo.jpg",
+               alt: str = "A photo") -> tuple[int, dict]:
+    """POST an image to an instance's /api/media as a multipart upload; return the status
+    and the JSON answered (an error's too)."""
+    boundary = uuid.uuid4().hex
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"alt\"\r\n\r\n{alt}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    request = urllib.request.Request(base + "/api/media", data=body, method="POST", headers={
+        "Authorization": f"Bearer {token}",
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.load(error)
 
 
 def _continue(pid: int) -> None:

@@ -75,3 +75,25 @@ def png_bomb(side: int = 30_000) -> bytes:
     data = b"".join(compressor.compress(row) for _ in range(200)) + compressor.flush()
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(
         b"IEND", b"")
+
+
+def animated_gif(canvas=(2000, 2000), frames: int = 20, frame=(1, 1)) -> bytes:
+    """A GIF of frames frames of frame pixels, black and white in turn, on a canvas (its
+    header's size): a few hundred bytes that decode to canvas × frames."""
+    pictures = []
+    for i in range(frames):
+        picture = Image.new("P", frame, i % 2)
+        picture.putpalette([0, 0, 0, 255, 255, 255])
+        pictures.append(picture)
+    buffer = io.BytesIO()
+    pictures[0].save(buffer, "GIF", save_all=True, append_images=pictures[1:], duration=100,
+                     loop=0)
+    return buffer.getvalue()[:6] + struct.pack("<HH", *canvas) + buffer.getvalue()[10:]
+
+
+def mpo(size=(1200, 900)) -> bytes:
+    """A phone's multi-picture JPEG (MPO): the photo, then a second picture of it (MPF)."""
+    first, second = Image.new("RGB", size, (200, 40, 40)), Image.new("RGB", size, (40, 40, 200))
+    buffer = io.BytesIO()
+    first.save(buffer, "MPO", save_all=True, append_images=[second], quality=90)
+    return buffer.getvalue()

@@ -15,6 +15,7 @@ from tests import media_files as made
 from tests.support import AuthActions, count, csrf_token, new_post, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, MediaFile, MediaVariant, ScheduledChange
+from webapp.site.markdown import SIZES
 
 JSON = {"Accept": "application/json"}
 
@@ -92,6 +93,57 @@ def test_unsafe_files_are_refused_naming_the_problem_and_nothing_is_stored(app, 
     assert count(app, MediaFile) == 0 and count(app, MediaVariant) == 0
 
 
+def test_an_animation_past_the_decoding_budget_is_refused_naming_the_limit(app, api):
+    # 300 bytes that decode to 2000 × 2000 pixels × 20 frames (320 MB of RGBA): before, 8 s
+    # and half a gigabyte of the worker, then a 500
+    answer = multipart(api, made.animated_gif())
+    assert answer.status_code == 422, answer.get_json()
+    assert answer.get_json()["field"] == "file"
+    says = answer.get_json()["detail"]
+    assert "2000 × 2000 pixels × 20 frames" in says and "at most 200 MB" in says, says
+    assert count(app, MediaFile) == 0 and count(app, MediaVariant) == 0
+    small = made.animated_gif((300, 200), frames=12)  # 2.9 MB decoded: the setting decides
+    app.config["MEDIA_MAX_DECODED_MB"] = 2
+    assert "at most 2 MB" in multipart(api, small).get_json()["detail"]
+    app.config["MEDIA_MAX_DECODED_MB"] = 3
+    assert multipart(api, small).status_code == 201
+
+
+def test_the_media_page_refuses_an_animation_past_the_budget_keeping_the_alt_text(app, editor):
+    page = upload(editor, made.animated_gif(), alt="Dancing", as_json=False)
+    assert page.status_code == 422 and 'value="Dancing"' in text(page)
+    assert "at most 200 MB" in text(page) and 'id="e-file"' in text(page)
+    assert count(app, MediaFile) == 0
+
+
+def test_frames_that_reach_past_a_gifs_canvas_count_at_the_size_they_decode_to(app, api):
+    app.config["MEDIA_MAX_DECODED_MB"] = 1  # the header says 1 × 1; the frames are larger
+    assert multipart(api, made.animated_gif((1, 1), 2, frame=(10, 10))).status_code == 201
+    answer = multipart(api, made.animated_gif((1, 1), 2, frame=(1000, 1000)))
+    assert answer.status_code == 422 and "1000 × 1000 pixels × 2 frames" in \
+        answer.get_json()["detail"]
+
+
+def test_an_animation_within_the_budget_is_kept_whole(app, client, editor):
+    body = upload(editor, made.animated_gif((300, 200), frames=12), name="wave.gif").get_json()
+    assert body["content_type"] == "image/gif" and body["widths"] == []
+    served = Image.open(io.BytesIO(client.get(body["url"]).data))
+    assert served.size == (300, 200) and served.n_frames == 12
+
+
+def test_a_phones_multi_picture_jpeg_is_stored_as_its_first_picture(app, client, api):
+    answer = multipart(api, made.mpo())  # before: 500, KeyError: 'JPEG'
+    assert answer.status_code == 201, answer.get_json()
+    body = answer.get_json()
+    assert body["content_type"] == "image/jpeg" and body["widths"] == [480, 640, 960]
+    stored = Image.open(io.BytesIO(client.get(body["url"]).data))
+    assert (stored.format, getattr(stored, "n_frames", 1), stored.size) == ("JPEG", 1,
+                                                                           (1200, 900))
+    red, _green, blue = stored.getpixel((600, 450))
+    assert red > 150 and blue < 100  # the first picture, not the second
+    assert client.get(f"/media/{body['sha256']}/960.webp").content_type == "image/webp"
+
+
 def test_the_alt_text_is_required(app, editor):
     answer = upload(editor, made.jpeg(), alt="   ")
     assert answer.status_code == 422 and answer.get_json()["field"] == "alt"
@@ -157,12 +209,60 @@ def test_the_post_page_gives_the_sites_images_srcset_and_the_first_its_og_image(
              body=f"{body['markdown']}\n\n![far](https://example.com/far.png)")
     page = text(client.get("/posts/boats"))
     base = f"/media/{body['sha256']}/"
-    assert (f'srcset="{base}480.jpg 480w, {base}640.jpg 640w, {base}960.jpg 960w, '
-            f'{base}1600.jpg 1600w, {base}orig.jpg 2000w"') in page
-    assert 'width="2000" height="1000" fetchpriority="high"' in page and 'alt="Quay"' in page
+    assert (f'<picture><source type="image/webp" srcset="{base}480.webp 480w, {base}640.webp '
+            f'640w, {base}960.webp 960w, {base}1600.webp 1600w" sizes="{SIZES}"><img src="'
+            f'{base}orig.jpg" srcset="{base}480.jpg 480w, {base}640.jpg 640w, {base}960.jpg '
+            f'960w, {base}1600.jpg 1600w, {base}orig.jpg 2000w"') in page
+    assert ('width="2000" height="1000" fetchpriority="high" alt="Quay"></picture>') in page
     assert '<img src="https://example.com/far.png" alt="far">' in page  # others as before
     assert f'<meta property="og:image" content="http://localhost{base}1600.jpg">' in page
     assert "img-src 'self'" in client.get("/posts/boats").headers["Content-Security-Policy"]
+
+
+def test_a_jpeg_gets_a_webp_copy_of_each_width_served_as_image_webp(app, client, editor):
+    body = upload(editor, made.jpeg_with_gps_rotated()).get_json()  # 100 × 300 upright
+    big = upload(editor, made.jpeg((2000, 1000))).get_json()
+    base = f"/media/{big['sha256']}/"
+    for width in (480, 640, 960, 1600):
+        copy = client.get(f"{base}{width}.webp")
+        assert copy.status_code == 200 and copy.content_type == "image/webp"
+        assert Image.open(io.BytesIO(copy.data)).size == (width, width // 2)
+        assert len(copy.data) < len(client.get(f"{base}{width}.jpg").data)
+    copy, jpeg = client.get(f"{base}480.webp"), client.get(f"{base}480.jpg")
+    assert copy.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+    assert copy.headers["Surrogate-Key"] == jpeg.headers["Surrogate-Key"] == \
+        f"media-{big['sha256'][:32]}"  # removing the file purges its copies too
+    assert copy.headers["ETag"] != jpeg.headers["ETag"]
+    assert client.get(f"{base}480.webp",
+                      headers={"If-None-Match": copy.headers["ETag"]}).status_code == 304
+    assert client.get(f"{base}orig.webp").status_code == 404  # wider than 1600: not needed
+    small = client.get(f"/media/{body['sha256']}/orig.webp")  # no wider: the original's copy
+    assert small.content_type == "image/webp" and b"Exif" not in small.data
+    assert Image.open(io.BytesIO(small.data)).size == (100, 300)
+    assert client.get(f"/media/{body['sha256']}/orig.gif").status_code == 404
+
+
+def test_a_file_stored_before_webp_copies_renders_as_it_did_until_add_webp_makes_them(
+        app, client, editor):
+    body = upload(editor, made.jpeg((1200, 800)), alt="Quay").get_json()
+    with app.app_context():  # as a file uploaded before this release is stored
+        db.session.execute(sa.delete(MediaVariant).where(MediaVariant.variant.like("%.webp")))
+        db.session.execute(sa.update(MediaFile).values(webp=""))
+        db.session.commit()
+    new_post(app, "Boats", "published", slug="boats", body=body["markdown"])
+    base = f"/media/{body['sha256']}/"
+    page = text(client.get("/posts/boats"))
+    assert "<picture" not in page and "webp" not in page
+    assert (f'<img src="{base}orig.jpg" srcset="{base}480.jpg 480w, {base}640.jpg 640w, '
+            f'{base}960.jpg 960w, {base}orig.jpg 1200w"') in page
+    assert client.get(f"{base}480.webp").status_code == 404
+    runner = app.test_cli_runner()
+    assert "1 file given WebP copies." in runner.invoke(args=["add-webp"]).output
+    assert "0 files given WebP copies." in runner.invoke(args=["add-webp"]).output
+    assert client.get(f"{base}480.webp").content_type == "image/webp"
+    new_post(app, "Boats again", "published", slug="boats-2", body=body["markdown"])
+    assert (f'<source type="image/webp" srcset="{base}480.webp 480w, {base}640.webp 640w, '
+            f'{base}960.webp 960w, {base}orig.webp 1200w"') in text(client.get("/posts/boats-2"))
 
 
 def test_a_file_used_by_a_post_cannot_be_deleted_and_deleting_an_unused_one_is_audited(
@@ -251,6 +351,7 @@ def test_media_work_on_sqlite(sqlite_app):
     served = client.get(body["url"])
     assert served.status_code == 200 and served.content_type == "image/jpeg"
     assert client.get(f"/media/{body['sha256']}/960.jpg").status_code == 200
+    assert client.get(f"/media/{body['sha256']}/960.webp").content_type == "image/webp"
     assert upload(client, made.jpeg((1200, 900))).status_code == 200
 
 

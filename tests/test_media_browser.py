@@ -89,7 +89,8 @@ def test_the_add_image_button_uploads_with_alt_text_and_inserts_the_markdown(edi
     expect(tab.locator("#preview img[alt='Red <dot>']")).to_have_js_property("complete", True)
     shown = tab.locator("#preview img").evaluate(
         "img => [img.naturalWidth > 0, img.getAttribute('width'), img.currentSrc]")
-    assert shown[:2] == [True, "2"] and shown[2].endswith("/orig.png")  # served, loaded
+    # served and loaded: Chromium takes the <picture>'s WebP copy of the PNG
+    assert shown[:2] == [True, "2"] and shown[2].endswith("/orig.webp")
 
 
 def test_dropping_and_pasting_an_image_into_the_body_upload_it_at_the_cursor(editor_tab):

@@ -76,6 +76,7 @@ def test_the_feeds_images_and_links_are_absolute_for_a_reader_away_from_the_site
     assert 'href="http://localhost/posts/last"' in content
     assert 'href="http://localhost/posts/boats#here"' in content
     assert '"/' not in content  # nothing left for a feed reader to resolve
+    assert "<picture" not in content and ".webp" not in content  # every reader takes JPEG
 
 
 def test_a_posts_first_image_loads_at_once_first_and_the_others_when_scrolled_to(app, auth):

@@ -13,6 +13,7 @@ from .accounts.tokens import create_token, revoke_tokens
 from .accounts.users import user_target
 from .extensions import bind_migrations, db
 from .leadership.cli import leaders_command
+from .media.cli import add_webp_command
 from .models import User
 from .ops import audit
 from .ops.budget_cli import budget_command
@@ -30,6 +31,7 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(release_command)
     app.cli.add_command(record_deploy_command)
     app.cli.add_command(budget_command)
+    app.cli.add_command(add_webp_command)
     app.cli.add_command(migrations)
 
 

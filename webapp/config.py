@@ -315,6 +315,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         # the largest image an editor may upload (the request may be a little larger: the form)
         "MEDIA_MAX_BYTES": env_int(env, "MEDIA_MAX_BYTES", 10_000_000, minimum=1),
+        # the most an upload's pixels may take decoded: width × height × frames × channels
+        "MEDIA_MAX_DECODED_MB": env_int(env, "MEDIA_MAX_DECODED_MB", 200, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
         # plugin work's own pool, on the plugins key's leader only (webapp.plugin_app)

@@ -1,7 +1,8 @@
 """Serve a file by its content address: immutable, and 304 before Flask runs.
 
 /media/<sha256>/<orig or width>.<ext> names bytes that never change (the address is the
-SHA-256 of the stored original, and each width is made once, at upload), so an answer
+SHA-256 of the stored original, and each width is made once, at upload; .webp names the
+WebP copy of that width when the file is not a WebP itself), so an answer
 may be kept a year (immutable) and a copy with the address's ETag is current by
 definition: its 304 reads nothing, not even the database. A 200 is one read, on the
 worker's revalidation connection (prepared once), before Flask runs too; anything that
@@ -25,8 +26,14 @@ CACHE_CONTROL = "public, max-age=31536000, immutable"
 VARIANT_BYTES = (
     sa.select(MediaVariant.data, MediaFile.content_type)
     .join(MediaFile, MediaFile.id == MediaVariant.file_id)
-    .where(MediaFile.sha256 == sa.bindparam("sha"), MediaFile.ext == sa.bindparam("ext"),
-           MediaVariant.variant == sa.bindparam("variant")))
+    .where(MediaFile.sha256 == sa.bindparam("sha"),
+           # "480" of a file of that type, or "480.webp": a copy in another type (both
+           # named, so the read stays one probe of the primary key)
+           MediaVariant.variant.in_([sa.bindparam("variant", type_=sa.String),
+                                      sa.bindparam("copy", type_=sa.String)]),
+           sa.or_(MediaFile.ext == sa.bindparam("ext"),
+                  MediaVariant.variant == sa.bindparam("copy"))))
+COPY_TYPES = {"webp": "image/webp"}  # the copies a file may have besides its own type
 log = logging.getLogger("soloist.media")
 
 
@@ -46,8 +53,9 @@ def markdown_for(sha256: str, ext: str, alt: str) -> str:
     return f"![{escaped}]({media_path(sha256, 'orig', ext)})"
 
 
-def etag(sha256: str, variant: str) -> str:
-    return f'"{sha256[:32]}-{variant}"'
+def etag(sha256: str, variant: str, ext: str) -> str:
+    """Return the ETag of one width in one type: a WebP copy's is not its original's."""
+    return f'"{sha256[:32]}-{variant}.{ext}"'
 
 
 def served_headers(tag: str, content_type: str | None = None,
@@ -73,8 +81,12 @@ def copy_is_current(if_none_match: str | None, tag: str) -> bool:
 
 def read_variant(sha256: str, variant: str, ext: str):
     """Return (bytes, Content-Type) of one width of a file, or None (raises Unavailable)."""
-    row = revalidation.read(VARIANT_BYTES, sha=sha256, ext=ext, variant=variant)
-    return None if row is None else (bytes(row[0]), row[1])
+    row = revalidation.read(VARIANT_BYTES, sha=sha256, ext=ext, variant=variant,
+                            copy=f"{variant}.{ext}")
+    if row is None:
+        return None
+    data, own_type = row
+    return bytes(data), COPY_TYPES.get(ext, own_type)
 
 
 def init_app(app: Flask) -> None:
@@ -94,7 +106,7 @@ class ServeFirst:
         if found is None:
             return self.wsgi_app(environ, start_response)
         sha, variant, ext = found.groups()
-        tag = etag(sha, variant)
+        tag = etag(sha, variant, ext)
         if copy_is_current(environ.get("HTTP_IF_NONE_MATCH"), tag):
             start_response("304 NOT MODIFIED", served_headers(tag))
             return []

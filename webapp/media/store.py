@@ -8,6 +8,7 @@ import unicodedata
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from flask import current_app
 from sqlalchemy.exc import IntegrityError
 
 from ..db import database_now, wake_scheduler
@@ -78,8 +79,11 @@ def upload(data: bytes, name: str, alt: str, limit: int,
     if len(data) > limit:
         raise MediaError(413, "file", f"The file is {megabytes(len(data))}: images may be at "
                                       f"most {megabytes(limit)}.")
+    # no transaction held open while the image is decoded: PostgreSQL ends one left idle
+    # past DB_IDLE_IN_TRANSACTION_SECONDS, and the request with it (nothing is pending)
+    db.session.commit()
     try:
-        made = images.process(data)
+        made = images.process(data, current_app.config["MEDIA_MAX_DECODED_MB"])
     except images.ImageRefused as exc:
         raise MediaError(422, "file", str(exc)) from None
     found = _by_address(made.sha256)
@@ -90,13 +94,13 @@ def upload(data: bytes, name: str, alt: str, limit: int,
                     width=made.original.width, height=made.original.height,
                     size=len(made.original.data),
                     widths=",".join(v.variant for v in made.variants[1:]),
+                    webp=",".join(v.variant for v in made.webp),
                     uploaded_by_id=getattr(user, "id", None),
                     uploaded_by=getattr(user, "email", ""))
     db.session.add(row)
     try:
         db.session.flush()
-        db.session.add_all(MediaVariant(file_id=row.id, variant=v.variant, width=v.width,
-                                        height=v.height, data=v.data) for v in made.variants)
+        db.session.add_all(_variant_rows(row.id, made.variants, made.webp))
         audit.record("media.upload", audit.target("media", row.id, row.name),
                      {"alt": alt, "size": row.size, "type": row.content_type})
         db.session.commit()
@@ -104,6 +108,36 @@ def upload(data: bytes, name: str, alt: str, limit: int,
         db.session.rollback()
         return _by_address(made.sha256), False
     return row, True
+
+
+def _variant_rows(file_id: int, variants: tuple[images.Encoded, ...],
+                  webp: tuple[images.Encoded, ...] = ()) -> list[MediaVariant]:
+    """Return the rows of a file's widths: "orig", "480" ... and "orig.webp", "480.webp" ..."""
+    return [MediaVariant(file_id=file_id, variant=v.variant + suffix, width=v.width,
+                         height=v.height, data=v.data)
+            for encoded, suffix in ((variants, ""), (webp, ".webp")) for v in encoded]
+
+
+def add_webp() -> int:
+    """Make the WebP copies of the files stored without them, one file a transaction;
+    return how many got them. Safe beside uploads and another run (each file done once)."""
+    done, last = 0, 0
+    todo = sa.select(MediaFile.id).where(MediaFile.webp == "", MediaFile.ext != "webp")
+    while (file_id := db.session.scalar(
+            todo.where(MediaFile.id > last).order_by(MediaFile.id).limit(1))) is not None:
+        last = file_id
+        row = db.session.get(MediaFile, file_id, with_for_update=True)
+        original = db.session.get(MediaVariant, (file_id, "orig"))
+        try:
+            made = images.webp_copies(original.data) if row and not row.webp and original else ()
+        except images.ImageRefused:  # stored before a check that refuses it now: left as is
+            made = ()
+        if made:  # an animation gets none
+            db.session.add_all(_variant_rows(file_id, (), made))
+            row.webp = ",".join(v.variant for v in made)
+            done += 1
+        db.session.commit()
+    return done
 
 
 def _by_address(sha256: str) -> MediaFile | None:
@@ -189,9 +223,10 @@ def describe_images(body: str | None) -> tuple[ImageInfo, ...]:
         return ()
     rows = db.session.execute(
         sa.select(MediaFile.sha256, MediaFile.ext, MediaFile.width, MediaFile.height,
-                  MediaFile.widths).where(MediaFile.sha256.in_(found)))
-    return tuple(ImageInfo(sha, ext, width, height, tuple(int(w) for w in widths.split(",") if w))
-                 for sha, ext, width, height, widths in sorted(rows))
+                  MediaFile.widths, MediaFile.webp).where(MediaFile.sha256.in_(found)))
+    return tuple(ImageInfo(sha, ext, width, height, tuple(int(w) for w in widths.split(",") if w),
+                           tuple(v for v in webp.split(",") if v))
+                 for sha, ext, width, height, widths, webp in sorted(rows))
 
 
 def first_image(body: str | None, known: tuple[ImageInfo, ...]) -> dict | str | None:

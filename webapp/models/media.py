@@ -27,6 +27,9 @@ class MediaFile(db.Model):
     height: Mapped[int] = mapped_column(sa.Integer)
     size: Mapped[int] = mapped_column(sa.Integer)  # bytes of the stored original
     widths: Mapped[str] = mapped_column(sa.String(40), default="")  # "480,960": the smaller ones
+    # the variants with a WebP copy ("480,640,orig"); "" for a file stored before they were
+    # made at upload (or a WebP, an animation): its pages offer the original's type alone
+    webp: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
     uploaded_by_id: Mapped[int | None] = mapped_column(
         sa.ForeignKey("users.id", ondelete="SET NULL"))
     uploaded_by: Mapped[str] = mapped_column(sa.String(254), default="")
@@ -38,13 +41,14 @@ class MediaFile(db.Model):
 
 
 class MediaVariant(db.Model):
-    """The bytes of one file at one width ("orig", or "480", "960", "1600")."""
+    """The bytes of one file at one width ("orig", or "480", "960", "1600"), in the file's
+    type; its WebP copies are "orig.webp", "480.webp" ... (MediaFile.webp names them)."""
 
     __tablename__ = "media_variants"
 
     file_id: Mapped[int] = mapped_column(
         sa.ForeignKey("media_files.id", ondelete="CASCADE"), primary_key=True)
-    variant: Mapped[str] = mapped_column(sa.String(8), primary_key=True)
+    variant: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
     width: Mapped[int] = mapped_column(sa.Integer)
     height: Mapped[int] = mapped_column(sa.Integer)
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)

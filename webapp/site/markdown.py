@@ -46,10 +46,12 @@ class ImageInfo:
     width: int
     height: int
     widths: tuple[int, ...]  # smaller than width, smallest first
+    webp: tuple[str, ...] = ()  # the variants with a WebP copy ("480", ..., "orig"), if any
 
 
-# the site's images as the sanitiser leaves them: <img src="/media/<sha256>/orig.<ext>" …
-SITE_IMAGE = re.compile(r'<img src="/media/([0-9a-f]{64})/orig\.([a-z]{3,4})"')
+# the site's images as the sanitiser leaves them: <img src="/media/<sha256>/orig.<ext>" …>
+# (in attribute values the sanitiser escapes ">", so the first one ends the tag)
+SITE_IMAGE = re.compile(r'(<img src="/media/([0-9a-f]{64})/orig\.([a-z]{3,4})")([^>]*>)')
 # the reading column, min(100% - 2.5rem, 40rem) in static/css/site.css: 640 px wide from
 # 680 px up, so a 640 px screen at 1x takes the 640 width (webapp.media WIDTHS), not 960
 SIZES = "(max-width: 42.5rem) calc(100vw - 2.5rem), 40rem"
@@ -60,26 +62,28 @@ EAGER = ' fetchpriority="high"'
 FIGURE = re.compile(r'<p><img ([^>]*?) title="([^"]*)"([^>]*)></p>')
 
 
-def render(source: str | None, images: tuple[ImageInfo, ...] = ()) -> Markup:
+def render(source: str | None, images: tuple[ImageInfo, ...] = (),
+           picture: bool = True) -> Markup:
     """Return the sanitised HTML for a Markdown source, ready to put in a template.
 
     images describes the site's own images the source shows (webapp.media): each gets
     srcset, sizes, width and height (no layout shift); the first loads at once with a high
-    priority (the page's largest paint, likely), the others lazily. Other images render as
-    they are.
+    priority (the page's largest paint, likely), the others lazily. One with WebP copies
+    is put in a <picture> whose <source> offers them to the browsers that take WebP
+    (picture=False: a plain <img>, for a feed reader). Other images render as they are.
     """
-    return _render(source or "", images)
+    return _render(source or "", images, picture)
 
 
 @lru_cache(maxsize=256)
-def _render(source: str, images: tuple[ImageInfo, ...]) -> Markup:
-    # Keyed on the text itself (and its images, which never change at an address), so an
+def _render(source: str, images: tuple[ImageInfo, ...], picture: bool) -> Markup:
+    # Keyed on the text itself (and its images, their WebP copies too), so an
     # edit can never be served stale; this only saves re-rendering popular posts.
     html = figures(_cleaner.clean(_parser.render(source)))
     if images:
         known = {(i.sha256, i.ext): i for i in images}
         done: list[str] = []  # the images given their attributes so far
-        html = SITE_IMAGE.sub(lambda m: _site_image(m, known, done), html)
+        html = SITE_IMAGE.sub(lambda m: _site_image(m, known, done, picture), html)
     return Markup(html)  # noqa: S704  (sanitised by nh3 above; added attributes are ours)
 
 
@@ -100,16 +104,22 @@ def _figure(match: re.Match) -> str:
 
 
 def _site_image(match: re.Match, known: dict[tuple[str, str], ImageInfo],
-                done: list[str]) -> str:
-    info = known.get((match.group(1), match.group(2)))
+                done: list[str], picture: bool) -> str:
+    head, sha256, ext, rest = match.groups()
+    info = known.get((sha256, ext))
     if info is None:
         return match.group(0)
     done.append(info.sha256)
     base = f"/media/{info.sha256}/"
     srcset = ", ".join([f"{base}{w}.{info.ext} {w}w" for w in info.widths]
                        + [f"{base}orig.{info.ext} {info.width}w"])
-    return (f'{match.group(0)} srcset="{srcset}" sizes="{SIZES}" width="{info.width}" '
-            f'height="{info.height}"{LAZY if len(done) > 1 else EAGER}')
+    image = (f'{head} srcset="{srcset}" sizes="{SIZES}" width="{info.width}" '
+             f'height="{info.height}"{LAZY if len(done) > 1 else EAGER}{rest}')
+    if not (picture and info.webp):  # a file stored before its copies were made: as it was
+        return image
+    webp = ", ".join(f"{base}{v}.webp {info.width if v == 'orig' else v}w" for v in info.webp)
+    return (f'<picture><source type="image/webp" srcset="{webp}" sizes="{SIZES}">{image}'
+            "</picture>")
 
 
 # a tag of the sanitised HTML (text escapes < and >, attribute values > and "), its addresses

@@ -132,7 +132,7 @@ def serve(sha256: str, variant: str, ext: str):
     """Serve one width of a file by content address (ServeFirst answers most before Flask)."""
     if not media.is_address(media.media_path(sha256, variant, ext)):
         abort(404)
-    tag = media.etag(sha256, variant)
+    tag = media.etag(sha256, variant, ext)
     if media.copy_is_current(request.headers.get("If-None-Match"), tag):
         return Response(status=304, headers=media.served_headers(tag))
     try:

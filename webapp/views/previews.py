@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from .. import posts
+from .. import media, posts
 from ..accounts.security import role_required
 from ..site import markdown, state
 from .errors import render_site_missing
@@ -72,5 +72,6 @@ def show(token: str):
     shown = post if change is None else SimpleNamespace(
         title=change.title, body=change.body, published_at=post.published_at, status="live")
     page = render_template("site/preview.html", site=state.current(), post=shown,
-                           change=change, body=markdown.render(shown.body))
+                           change=change,
+                           body=markdown.render(shown.body, media.describe_images(shown.body)))
     return page, 200, PRIVATE

@@ -205,7 +205,8 @@ def feed():
     site = state.info(listed)
 
     def render() -> Response:
-        entries = [(p, markdown.render(p.body, media.describe_images(p.body)))
+        # plain <img>s: a feed reader may not know <picture>, and every one takes JPEG
+        entries = [(p, markdown.render(p.body, media.describe_images(p.body), picture=False))
                    for p in posts.recently_published(FEED_SIZE, body=True)]
         # when readers last saw a change (an unpublished post too), else the newest entry's
         updated = site.changed_at or max((p.updated_at for p, _ in entries), default=None)
