@@ -124,6 +124,7 @@ def test_a_removed_file_is_purged_hard_every_width(app, api):
     assert (keyed.topic, keyed.keys, keyed.hard) == ("media.deleted", f"media-{sha[:32]}", True)
     assert f"/media/{sha}/orig.{ext}" in plain.keys.split()
     assert f"/media/{sha}/960.{ext}" in plain.keys.split() and plain.hard
+    assert f"/media/{sha}/960.webp" in plain.keys.split()  # its WebP copies too
 
 
 def test_the_sitemap_is_purged_again_once_its_plugin_stored_a_new_list(app, api):

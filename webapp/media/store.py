@@ -151,6 +151,12 @@ def get_file(file_id: int) -> MediaFile:
     return found
 
 
+def _address(row: MediaFile, variant: str) -> str:
+    """Return the address of one stored width: "480" in the file's type, "480.webp" a copy."""
+    width, _, ext = variant.partition(".")
+    return serving.media_path(row.sha256, width, ext or row.ext)
+
+
 def delete_file(file_id: int) -> MediaFile:
     """Delete a file no post uses (audited); refuse one that is used, naming the posts."""
     now = database_now()  # first: it ends the transaction it reads in
@@ -158,7 +164,7 @@ def delete_file(file_id: int) -> MediaFile:
     used = posts_using([row]).get(row.id)
     if used:
         raise MediaInUse(used)
-    paths = [serving.media_path(row.sha256, variant, row.ext) for variant in db.session.scalars(
+    paths = [_address(row, variant) for variant in db.session.scalars(
         sa.select(MediaVariant.variant).where(MediaVariant.file_id == row.id))]
     db.session.execute(sa.delete(MediaVariant).where(MediaVariant.file_id == row.id))
     db.session.delete(row)
