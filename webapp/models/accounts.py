@@ -203,6 +203,9 @@ class ApiToken(db.Model):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_why: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
+    # asked for when it was made (with a fresh proof): it may do what asks a session for a
+    # step-up (webapp.accounts.stepup); an everyday token may not
+    dangerous_actions: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
     @property
     def state(self) -> str:
