@@ -280,3 +280,29 @@ def _api_post(url: str, token: str, body: dict) -> tuple[int, dict]:
         with refused:
             return refused.code, json.load(refused)
 
+
+PUBLIC_ANSWERS = ("site.", "media_files.", "favicon.", "static", "plugins.sitemap_xml",
+                  "previews.show", "api.openapi")
+
+
+def test_every_signed_in_page_fragment_and_api_answer_is_kept_by_no_cache(open_app):
+    """What an admin sees (pages, htmx fragments, errors, JSON) stays in no browser cache or
+    proxy for whoever uses the computer next; the public site's answers are left alone."""
+    api = Api(open_app)
+    admin = open_app.test_client()
+    AuthActions(admin).login("admin")  # the user Api made
+    wrong = []
+    for endpoint, method, url in checked_routes(open_app) + _api_reads(open_app):
+        if method != "GET" or endpoint.startswith(PUBLIC_ANSWERS):
+            continue
+        response = api("GET", url, role="admin") if url.startswith("/api/") else admin.get(url)
+        if "no-store" not in response.headers.get("Cache-Control", ""):
+            wrong.append(f"{url} ({response.status_code}): "
+                         f"{response.headers.get('Cache-Control')}")
+    assert not wrong, "kept by a cache:\n" + "\n".join(wrong)
+
+
+def _api_reads(app) -> list[tuple[str, str, str]]:
+    return [(rule.endpoint, "GET", rule.build({name: "1" for name in rule.arguments})[1])
+            for rule in app.url_map.iter_rules()
+            if rule.rule.startswith("/api") and "GET" in rule.methods]
