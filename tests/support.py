@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import re
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
@@ -98,12 +99,14 @@ def cli_user(database_url: str, email: str, role: str = "admin", password: str =
              token: bool = True) -> str | None:
     """Create a user (and an API token) with the real `create-user` and `create-token`
     commands, run in this process (a `flask` subprocess costs a second of CPU each);
-    return the token."""
+    return the token (an admin's made for dangerous actions: the fleets' scripts add
+    webhook endpoints)."""
     app = make_app(database_url)
     runner = app.test_cli_runner()
+    dangerous = ["--dangerous-actions"] if role == "admin" else []
     with app.app_context():
         for args in (["create-user", email, "--role", role, "--password", password],
-                     ["create-token", email])[:2 if token else 1]:
+                     ["create-token", email, *dangerous])[:2 if token else 1]:
             result = runner.invoke(args=args)
             if result.exit_code != 0:
                 raise RuntimeError(f"flask {' '.join(args[:2])} failed: {result.output}"
@@ -237,7 +240,8 @@ class AuthActions:
 # The JSON API ------------------------------------------------------------------------------
 
 class Api:
-    """A test client that sends JSON with a role's bearer token."""
+    """A test client that sends JSON with a role's bearer token (the admin's made for
+    dangerous actions, as a script that adds webhook endpoints needs)."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -247,7 +251,7 @@ class Api:
             add_user(app, f"{role}@example.com", role)
             with app.app_context():
                 user = db.session.scalar(sa.select(User).where(User.role == role))
-                self.tokens[role] = create_token(user, "tests")
+                self.tokens[role] = create_token(user, "tests", dangerous=role == "admin")
 
     def __call__(self, method: str, path: str, role: str | None = "editor", body=None,
                  raw: str | None = None, token: str | None = None):
@@ -360,6 +364,17 @@ class WebSession:
         data = urllib.parse.urlencode(form).encode()
         with self.opener.open(self.base + path, data=data, timeout=15) as response:
             return response.read().decode()
+
+    def submit(self, path: str, form: dict, page: str = "/settings") -> tuple[int, str]:
+        """POST form with the CSRF token of page, as a browser would; return the status and
+        the answer (after a redirect, the page it leads to), a refusal's included."""
+        data = urllib.parse.urlencode({**form, "csrf_token": csrf_from(self.get(page))})
+        try:
+            with self.opener.open(self.base + path, data=data.encode(), timeout=15) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            with refused:
+                return refused.code, refused.read().decode()
 
 
 # Every page, for the browser tests ---------------------------------------------------------

@@ -6,11 +6,29 @@ EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV)
 bearer tokens only (tests/test_metrics.py), so every cookie role gets its 401 here.
 """
 
-import pytest
+import json
+import urllib.error
+import urllib.request
 
-from tests.support import Api, AuthActions, make_app, post_form, text
+import pytest
+import sqlalchemy as sa
+
+from tests.support import (
+    PASSWORD,
+    Api,
+    AuthActions,
+    WebSession,
+    add_user,
+    count,
+    make_app,
+    post_form,
+    serve,
+    text,
+)
 from webapp import NAV
-from webapp.models import User
+from webapp.accounts.tokens import create_token
+from webapp.extensions import db
+from webapp.models import ApiToken, User, WebhookEndpoint
 
 PUBLIC, SIGNED_IN, BEARER = "public", "signed-in", "bearer token only"
 ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
@@ -218,3 +236,73 @@ def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):
     api = Api(sqlite_app)
     assert api("GET", f"/api/webhooks/{huge}/deliveries", role="admin").status_code == 404
     assert api("POST", f"/api/timers/{huge}/run").status_code == 404
+
+
+def test_a_stale_session_over_http_is_asked_for_proof_before_each_new_way_in(app, api):
+    """Issue 34: a session whose last proof is past STEP_UP_MINUTES made an admin, activated a
+    user and minted a token, and that token added a webhook. Over HTTP, from a signed-in
+    browser's cookie jar: each now asks for the password, and nothing changes until it comes."""
+    app.config["WEBHOOK_ALLOW_PRIVATE"] = True  # the hook's address is not resolved
+    off = add_user(app, "gone@example.com", "editor", active=False)
+    with app.app_context():
+        everyday = create_token(db.session.scalar(sa.select(User).where(
+            User.email == "admin@example.com")), "deploy script")  # no dangerous actions
+    hook = {"url": "http://127.0.0.1:9/hook", "events": "post.published"}
+    with serve(app) as url:
+        browser = WebSession(url, "admin@example.com")
+        app.config["STEP_UP_MINUTES"] = 0  # every proof is too old now, as after lunch
+        for path, form in (("/admin/users/", {"email": "new@example.com", "role": "admin"}),
+                           (f"/admin/users/{off}/activate", {}),
+                           ("/settings/tokens", {"label": "mine", "days": "30"}),
+                           ("/admin/webhooks/", hook)):
+            status, page = browser.submit(path, form)
+            assert status == 401 and "Confirm it is you" in page, (path, status)
+        status, answer = _api_post(url + "/api/webhooks", everyday,
+                                   {**hook, "events": ["post.published"]})
+        assert status == 403 and "made for dangerous actions" in answer["detail"]
+        assert count(app, WebhookEndpoint) == 0 and count(app, ApiToken) == 4
+        with app.app_context():
+            assert not db.session.get(User, off).active
+            assert db.session.scalar(sa.select(User).where(User.email == "new@example.com")) \
+                is None
+        status, page = browser.submit("/admin/users/", {
+            "email": "new@example.com", "role": "admin", "step_up_password": PASSWORD})
+        assert status == 201 and "new@example.com" in page  # the password proves it again
+
+
+def _api_post(url: str, token: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as refused:
+        with refused:
+            return refused.code, json.load(refused)
+
+
+PUBLIC_ANSWERS = ("site.", "media_files.", "favicon.", "static", "plugins.sitemap_xml",
+                  "previews.show", "api.openapi")
+
+
+def test_every_signed_in_page_fragment_and_api_answer_is_kept_by_no_cache(open_app):
+    """What an admin sees (pages, htmx fragments, errors, JSON) stays in no browser cache or
+    proxy for whoever uses the computer next; the public site's answers are left alone."""
+    api = Api(open_app)
+    admin = open_app.test_client()
+    AuthActions(admin).login("admin")  # the user Api made
+    wrong = []
+    for endpoint, method, url in checked_routes(open_app) + _api_reads(open_app):
+        if method != "GET" or endpoint.startswith(PUBLIC_ANSWERS):
+            continue
+        response = api("GET", url, role="admin") if url.startswith("/api/") else admin.get(url)
+        if "no-store" not in response.headers.get("Cache-Control", ""):
+            wrong.append(f"{url} ({response.status_code}): "
+                         f"{response.headers.get('Cache-Control')}")
+    assert not wrong, "kept by a cache:\n" + "\n".join(wrong)
+
+
+def _api_reads(app) -> list[tuple[str, str, str]]:
+    return [(rule.endpoint, "GET", rule.build({name: "1" for name in rule.arguments})[1])
+            for rule in app.url_map.iter_rules()
+            if rule.rule.startswith("/api") and "GET" in rule.methods]

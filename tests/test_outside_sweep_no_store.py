@@ -1,6 +1,9 @@
-"""Every answer that shows a secret says Cache-Control: no-store."""
+"""Every answer that shows a secret says Cache-Control: no-store (so does every signed-in
+answer: tests/test_authz_matrix.py walks them), while the public site keeps its caching."""
 
-from tests.support import add_user, post_form, text
+from datetime import UTC, datetime
+
+from tests.support import add_user, new_post, post_form, text
 
 
 def no_store(response) -> bool:
@@ -43,3 +46,23 @@ def test_invitation_and_reset_one_time_passwords_are_no_store(app, auth):
     user_id = add_user(app, "old@example.com")
     reset = post_form(client, f"/admin/users/{user_id}/reset-password")
     assert reset.status_code == 200 and no_store(reset)
+
+
+def test_the_page_showing_a_new_preview_link_is_no_store(app, auth):
+    editor = auth.client("editor")
+    draft = new_post(app, "Draft", status="draft")
+    made = post_form(editor, f"/admin/posts/{draft}/previews", {"days": "7"})
+    assert made.status_code == 201 and "/preview/" in text(made)
+    assert no_store(made)
+
+
+def test_the_public_site_keeps_its_own_caching(app, auth):
+    new_post(app, "Hello", status="published", published_at=datetime.now(UTC))
+    reader = app.test_client()
+    for path in ("/", "/posts/hello", "/feed.xml", "/static/css/soloist.css"):
+        answer = reader.get(path)
+        assert answer.status_code == 200, path
+        assert "no-store" not in answer.headers.get("Cache-Control", ""), path
+    assert "public" in reader.get("/").headers["Cache-Control"]
+    signed_in = auth.client("viewer")  # their page names them: private, still revalidated
+    assert signed_in.get("/").headers["Cache-Control"] == "private, no-cache"

@@ -148,14 +148,19 @@ def _user(email: str) -> User:
 @click.option("--label", default="", help="What the token is for, e.g. 'deploy script'.")
 @click.option("--days", type=click.IntRange(1, 3650), default=None,
               help="Expire the token after this many days (default: never).")
-def create_token_command(email: str, label: str, days: int | None) -> None:
+@click.option("--dangerous-actions", is_flag=True, default=False,
+              help="Let the token do the dangerous actions (adding webhook endpoints), which "
+                   "an everyday token may not.")
+def create_token_command(email: str, label: str, days: int | None,
+                         dangerous_actions: bool) -> None:
     """Create an API token for a user; print it once, on the last line."""
     user = _user(email)
     if not user.active:
         raise click.ClickException(f"{user.email} is deactivated; activate the user first")
     audit.from_shell()
-    token = create_token(user, label, days)
-    click.echo(f"Created an API token for {user.email} (acts with the role {user.role}).")
+    token = create_token(user, label, days, dangerous_actions)
+    click.echo(f"Created an API token for {user.email} (acts with the role {user.role}"
+               f"{', dangerous actions included' if dangerous_actions else ''}).")
     click.echo("It is shown once and stored only as a hash: copy it now. Send it as")
     click.echo("'Authorization: Bearer <token>'.")
     click.echo(token)

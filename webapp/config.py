@@ -295,6 +295,11 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "SESSION_MAX_DAYS": env_float(env, "SESSION_MAX_DAYS", 7.0, 0.01),
         # dangerous actions ask again for a proof older than this (webapp.accounts.stepup)
         "STEP_UP_MINUTES": env_float(env, "STEP_UP_MINUTES", 10.0, 0.01),
+        # what one address may ask before proving anything (webapp.accounts.ratelimit)
+        "API_TOKEN_FAILURES_PER_ADDRESS": env_int(env, "API_TOKEN_FAILURES_PER_ADDRESS", 20,
+                                                  minimum=1),
+        "PASSKEY_CHALLENGES_PER_ADDRESS": env_int(env, "PASSKEY_CHALLENGES_PER_ADDRESS", 30,
+                                                  minimum=1),
         "SESSION_COOKIE_SECURE": env_bool(env, "SESSION_COOKIE_SECURE", False),
         "WEBHOOK_ALLOW_PRIVATE": env_bool(env, "WEBHOOK_ALLOW_PRIVATE", False),
         # the old X-Soloist-Signature (the body's HMAC, no time: replayable), for receivers

@@ -1,4 +1,5 @@
-"""Security headers on every response: a strict Content-Security-Policy and its companions."""
+"""Security headers on every response: a strict Content-Security-Policy and its companions,
+and no-store on every answer that is not the public site's."""
 
 from flask import Flask, Response, request
 
@@ -28,9 +29,17 @@ HEADERS = {
 STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 
 
+# what readers get: the public site (pages, feed, sitemap, 404s, health checks), its files
+# and icons. They keep the caching their views chose (webapp.site.httpcache); everything
+# else (admin pages, settings, sign-in, the step-up prompt, the API) is kept by no cache
+PUBLIC_BLUEPRINTS = ("site", "media_files", "favicon")
+PUBLIC_ENDPOINTS = ("static", "plugins.sitemap_xml", "previews.show")
+
+
 def init_app(app: Flask) -> None:
     """Add the security headers to every response, pages, fragments, files and errors alike."""
     app.after_request(add_security_headers)
+    app.after_request(no_store_unless_public)
 
 
 def add_security_headers(response: Response) -> Response:
@@ -40,4 +49,15 @@ def add_security_headers(response: Response) -> Response:
     # behind the platform's router, ProxyFix has applied X-Forwarded-Proto already
     if request.is_secure:
         response.headers.setdefault("Strict-Transport-Security", STRICT_TRANSPORT_SECURITY)
+    return response
+
+
+def no_store_unless_public(response: Response) -> Response:
+    """Say Cache-Control: no-store on an answer that is not the public site's, unless its
+    view chose otherwise: a signed-in page, a one-time secret, a JSON answer stays in no
+    browser's cache or history and in no proxy, whoever uses the computer next."""
+    if request.endpoint is None or request.blueprint in PUBLIC_BLUEPRINTS \
+            or request.endpoint in PUBLIC_ENDPOINTS:
+        return response  # no route (a 404 the site draws) or a reader's answer
+    response.headers.setdefault("Cache-Control", "no-store")
     return response

@@ -8,13 +8,16 @@ longer: the app sees the whole body or none of it.
 
 An upload route may take larger bodies than MAX_CONTENT_LENGTH (allow_upload): its own
 limit holds for chunked bodies and declared lengths alike, and a body over it is refused
-with TooLarge, whose message names the limit, before anything reads it.
+with TooLarge, whose message names the limit, before anything reads it. A body larger
+than MAX_CONTENT_LENGTH is read only for whoever may upload: the route's own check (a
+sign-in, a role) answers anyone else first. The check runs before every other hook, since
+the CSRF and NUL checks read the form (with the limit it sets).
 """
 
 import io
 from collections.abc import Callable
 
-from flask import Flask, abort, current_app, request
+from flask import Flask, Response, abort, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 TOO_LARGE = "soloist.body_too_large"
@@ -29,13 +32,18 @@ def init_app(app: Flask) -> None:
     """Read chunked bodies whole before the app, refusing those over MAX_CONTENT_LENGTH."""
     app.extensions.setdefault(UPLOADS, {})
     app.wsgi_app = ChunkedBodyLimit(app.wsgi_app, app)
-    app.before_request(refuse_body_too_large)
+    app.before_request_funcs.setdefault(None, []).insert(0, refuse_body_too_large)
 
 
 def allow_upload(app: Flask, path: str, limit: Callable[[], int],
-                 message: Callable[[], str]) -> None:
-    """Let POSTs to path carry bodies up to limit() bytes; refuse larger ones with message()."""
-    app.extensions.setdefault(UPLOADS, {})[path] = (limit, message)
+                 message: Callable[[], str],
+                 refuse: Callable[[], Response | None] = lambda: None) -> None:
+    """Let POSTs to path carry bodies up to limit() bytes; refuse larger ones with message().
+
+    refuse() answers whoever may not upload there (or returns None), before anything reads
+    a body over MAX_CONTENT_LENGTH.
+    """
+    app.extensions.setdefault(UPLOADS, {})[path] = (limit, message, refuse)
 
 
 def body_limit(app: Flask, environ: dict) -> int | None:
@@ -50,19 +58,25 @@ def _upload(app: Flask, environ: dict):
     return app.extensions.get(UPLOADS, {}).get(environ.get("PATH_INFO", ""))
 
 
-def refuse_body_too_large() -> None:
+def refuse_body_too_large() -> Response | None:
     """Answer 413 (a page, or JSON under /api) for a chunked body over the limit.
 
-    An upload route's limit replaces MAX_CONTENT_LENGTH for its request.
+    An upload route's limit replaces MAX_CONTENT_LENGTH for its request, for those its
+    check lets upload.
     """
     upload = _upload(current_app, request.environ)
     if upload is not None:
+        if (request.content_length or 0) > (current_app.config["MAX_CONTENT_LENGTH"] or 0):
+            refused = upload[2]()
+            if refused is not None:
+                return refused
         limit, message = upload[0](), upload[1]()
         request.max_content_length = limit
         if request.environ.get(TOO_LARGE) or (request.content_length or 0) > limit:
             raise TooLarge(message)
     if request.environ.get(TOO_LARGE):
         abort(413)
+    return None
 
 
 class ChunkedBodyLimit:

@@ -98,17 +98,22 @@ def role_required(role: str) -> Callable:
     def decorator(view: Callable) -> Callable:
         @wraps(view)
         def wrapped(*args, **kwargs):
-            if not current_user.is_authenticated:
-                if request.headers.get("HX-Request"):
-                    abort(401)  # a polled fragment keeps its content and says it lost touch
-                return login_manager.unauthorized()
-            if not current_user.can(role):
-                abort(403)
-            return view(*args, **kwargs)
+            return refusal(role) or view(*args, **kwargs)
 
         return wrapped
 
     return decorator
+
+
+def refusal(role: str) -> Response | None:
+    """Return the sign-in page for an anonymous user, refuse (403) a lower role; else None."""
+    if not current_user.is_authenticated:
+        if request.headers.get("HX-Request"):
+            abort(401)  # a polled fragment keeps its content and says it lost touch
+        return login_manager.unauthorized()
+    if not current_user.can(role):
+        abort(403)
+    return None
 
 
 def require_new_password():

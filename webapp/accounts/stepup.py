@@ -1,26 +1,43 @@
-"""Step-up: a second look before dangerous actions.
+"""Step-up: a second look before dangerous actions, and the registry of every route that
+changes something.
 
 A session left open on a shared computer must not be enough to reset every password,
-evict the leaders or send every post to an attacker's webhook. A view marked @step_up
-runs on POST only if this session's last proof (the sign-in, or a step-up) is at most
-STEP_UP_MINUTES old; otherwise it answers 401 with a prompt for the password (or, with
-two-factor on, a code from the app) that carries every field of the form as it was
-typed, and posts it all back to the same address. API tokens are unchanged: they are
-their own factor.
+make an admin, mint an API token, evict the leaders or send every post to an attacker's
+webhook. A view marked @step_up runs on a POST (PUT, PATCH, DELETE) only if this
+session's last proof (the sign-in, or a step-up) is at most STEP_UP_MINUTES old;
+otherwise it answers 401 with a prompt for the password (or, with two-factor on, a code
+from the app) that carries every field of the form as it was typed, and posts it all back
+to the same address.
+
+An API token proves nothing fresh: it was made once and is sent by a script for months.
+It does a dangerous action only when it was made to (ApiToken.dangerous_actions, a box
+ticked when it is made, which itself asks for a fresh proof); an everyday token is
+refused with 403 naming how to get one. So a leaked deploy token writes posts, and
+cannot add a webhook endpoint.
+
+The registry is declared once: @step_up marks a view dangerous (dangerous_endpoints lists
+them from the app), and every other route that changes something is in HARMLESS, with the
+reason a session's old proof is enough for it. tests/test_step_up.py walks app.url_map
+(web and API, every POST, PUT, PATCH and DELETE) and fails on a route in neither, so a
+new route cannot forget to say.
 """
 
 import time
 from functools import wraps
 
-from flask import current_app, g, render_template, request, session
+from flask import Flask, abort, current_app, g, render_template, request, session
 from flask_login import current_user
 
 from ..extensions import db
 from . import throttle, totp
 from .security import client_address
 
-GUARDED: set[str] = set()  # the endpoints that ask (tests/test_step_up.py lists them all)
 FIELDS = ("step_up_password", "step_up_code")
+READS = ("GET", "HEAD", "OPTIONS")  # what a dangerous view may answer without a proof
+TOKEN_REFUSAL = ("This action needs a token made for dangerous actions: an everyday token "
+                 "may not do it. Make one under Settings → API tokens with “May do dangerous "
+                 "actions” ticked, or with `flask --app webapp create-token EMAIL "
+                 "--dangerous-actions`.")
 
 
 def proved(how: str) -> None:
@@ -35,12 +52,17 @@ def fresh() -> bool:
 
 
 def step_up(view):
-    """Ask again for a proof before view's POST when the session's last one is too old."""
-    GUARDED.add(f"{view.__module__.rsplit('.', 1)[-1]}.{view.__name__}")
+    """Mark view dangerous: ask again for a proof before a change when the session's last
+    one is too old; refuse it to a token not made for dangerous actions."""
 
     @wraps(view)
     def guarded(*args, **kwargs):
-        if request.method != "POST":
+        if request.method in READS:
+            return view(*args, **kwargs)
+        if g.get("api_user") is not None:  # the API (authenticate refused the rest already)
+            if not token_may(g.api_user):
+                abort(403, TOKEN_REFUSAL)
+            g.step_up_proof = "a token made for dangerous actions"
             return view(*args, **kwargs)
         error, wait = (None, 0) if fresh() else _check_proof()
         if error is None:
@@ -55,7 +77,24 @@ def step_up(view):
                                passkey=passkeys.has_any(current_user))
         return (page, 429, throttle.retry_after(wait)) if wait else (page, 401)
 
+    guarded.needs_fresh_proof = True  # kept by the decorators above it (functools.wraps)
     return guarded
+
+
+def needs_fresh_proof(view) -> bool:
+    """Return whether view (a view function, as the app holds it) is marked @step_up."""
+    return bool(getattr(view, "needs_fresh_proof", False))
+
+
+def dangerous_endpoints(app: Flask) -> set[str]:
+    """Return the endpoints of app's dangerous actions: the views marked @step_up."""
+    return {name for name, view in app.view_functions.items() if needs_fresh_proof(view)}
+
+
+def token_may(user) -> bool:
+    """Return whether the token user came with (webapp.accounts.tokens) was made for
+    dangerous actions."""
+    return bool(getattr(user, "api_token_dangerous", False))
 
 
 def _proof_words() -> str:
@@ -89,3 +128,56 @@ def _check_proof() -> tuple[str | None, int]:
     tried.passed(how)  # commits: a code's step is used up
     proved(how)
     return None, 0
+
+
+EVERYDAY = "an editor's everyday work: kept in the revisions and the audit log, undone there"
+ENDS_ACCESS = "takes access away (one session or token) and gives none"
+TIMERS = ("runs installed plugin actions on a schedule (the audit trail keeps a month "
+          "whatever the parameters)")
+MEDIA = "an editor's everyday work: an image added or an unused one removed, audited"
+
+# every other route that changes something, and why the session's last proof, however old,
+# is enough for it (tests/test_step_up.py fails on a route in neither this nor @step_up)
+HARMLESS: dict[str, str] = {
+    # signing in and out, and the proofs themselves
+    "auth.login": "signing in: it is the proof",
+    "auth.second_factor": "signing in: the second step of the proof",
+    "passkeys.sign_in_options": "signing in: a challenge (bounded per address)",
+    "passkeys.sign_in": "signing in with a passkey: it is the proof",
+    "passkeys.step_up_options": "a challenge for the step-up's own proof",
+    "passkeys.step_up": "the step-up's own proof",
+    "auth.logout": "ends this session",
+    # one's own settings that ask for a proof of their own
+    "auth.settings": "a new password needs the current one, under the sign-in limits",
+    "two_factor.confirm": "finishes a setup begun with a fresh proof (two_factor.start), "
+                          "with a code from the app",
+    "two_factor.off": "takes a current code from the app",
+    "two_factor.recovery_codes": "takes a current code from the app",
+    "passkeys.registration_options": "answers only a session proved lately (401 otherwise)",
+    "passkeys.register": "needs a challenge only a session proved lately is given",
+    # ending access
+    "auth.end_own_session": ENDS_ACCESS,
+    "auth.revoke_api_token": ENDS_ACCESS,
+    "users.end_session": ENDS_ACCESS,
+    "users.revoke_token": ENDS_ACCESS,
+    # editors' everyday work, in the browser and with a token
+    "posts.new": EVERYDAY, "posts.edit": EVERYDAY, "posts.schedule": EVERYDAY,
+    "posts.unschedule": EVERYDAY, "posts.publish": EVERYDAY, "posts.unpublish": EVERYDAY,
+    "posts.unpublish_time": EVERYDAY, "calendar.move": EVERYDAY,
+    "revisions.restore": EVERYDAY, "revisions.change": EVERYDAY,
+    "revisions.cancel_change": EVERYDAY,
+    "posts.preview": "renders the Markdown typed; changes nothing",
+    "previews.create": "a link that reads one post, expiring and revocable; audited",
+    "previews.revoke": "ends a preview link",
+    "media.upload": MEDIA, "media.delete": MEDIA,
+    "timers.create": TIMERS, "timers.edit": TIMERS, "timers.delete": TIMERS,
+    "timers.pause": TIMERS, "timers.resume": TIMERS, "timers.run_now": TIMERS,
+    "api.create_post": EVERYDAY, "api.update_post": EVERYDAY, "api.publish_post": EVERYDAY,
+    "api.run_timer": TIMERS, "api.upload_media": MEDIA, "api.delete_media": MEDIA,
+    # admins' changes that give no access and send nothing anywhere new
+    "plugins.switch": "switches installed code on or off: installs none, adds no receiver",
+    "site_settings.save": "what readers see of the site (its name, its description); audited",
+    "webhooks.delete": "removes a receiver: sends nothing anywhere new",
+    "webhooks.redeliver": "sends again to a receiver an admin added with a fresh proof",
+    "webhooks.send_test": "sends a test to a receiver an admin added with a fresh proof",
+}

@@ -3,8 +3,11 @@
 A token is 256 random bits, so a plain SHA-256 is enough to store it safely (no
 password stretching needed), and looking it up by hash leaks nothing useful.
 The role is the user's current role, read on every request: demoting a user takes
-effect on their tokens at once. A password change, a reset or deactivation revokes
-them (webapp.accounts); a revoked token stays listed, with when and why.
+effect on their tokens at once. A token does what asks a session for a fresh proof (the
+dangerous actions of webapp.accounts.stepup) only when it was made to (dangerous_actions):
+a script's everyday token, leaked, cannot add a webhook endpoint. A password change, a
+reset or deactivation revokes them (webapp.accounts); a revoked token stays listed, with
+when and why.
 """
 
 import hashlib
@@ -26,16 +29,19 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(user: User, label: str = "", days: int | None = None) -> str:
-    """Create a token for user (expiring after days, if given) and return it once."""
+def create_token(user: User, label: str = "", days: int | None = None,
+                 dangerous: bool = False) -> str:
+    """Create a token for user (expiring after days, if given; allowed the dangerous
+    actions if dangerous) and return it once."""
     token = PREFIX + secrets.token_urlsafe(32)
     expires = utcnow() + timedelta(days=days) if days else None
     record = ApiToken(user_id=user.id, token_hash=hash_token(token), label=label[:100],
-                      expires_at=expires)
+                      expires_at=expires, dangerous_actions=dangerous)
     db.session.add(record)
     db.session.flush()  # the audit row names the token's id and label, never the token
     audit.record("token.create", audit.target("token", record.id, record.label),
-                 {"user": user.email, "label": record.label, "expires_at": expires})
+                 {"user": user.email, "label": record.label, "expires_at": expires}
+                 | ({"dangerous_actions": True} if dangerous else {}))
     db.session.commit()
     return token
 
@@ -54,6 +60,7 @@ def user_for_token(token: str) -> User | None:
         return None
     record, user = found
     user.api_token_id = record.id  # for the audit log: which token made a change
+    user.api_token_dangerous = record.dangerous_actions  # for webapp.accounts.stepup
     if record.last_used_at is None or now - record.last_used_at > TOUCH_EVERY:
         record.last_used_at = now
         db.session.commit()

@@ -97,6 +97,20 @@ class LoginFailure(db.Model):
     device_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)
 
 
+class RateLimitHit(db.Model):
+    """One request counted against its address's allowance of some kind (webapp.accounts.
+    ratelimit): a failed API token, an anonymous passkey challenge."""
+
+    __tablename__ = "rate_limit_hits"
+    __table_args__ = (sa.Index("ix_rate_limit_hits_kind_address_at", "kind", "address", "at"),
+                      sa.Index("ix_rate_limit_hits_kind_at", "kind", "at"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    address: Mapped[str] = mapped_column(sa.String(64))
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class AccountPolicy(db.Model):
     """One row (id 1), written on the first change; absent, nobody must use two-factor."""
 
@@ -203,6 +217,9 @@ class ApiToken(db.Model):
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_why: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
+    # asked for when it was made (with a fresh proof): it may do what asks a session for a
+    # step-up (webapp.accounts.stepup); an everyday token may not
+    dangerous_actions: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
 
     @property
     def state(self) -> str:

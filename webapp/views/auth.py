@@ -242,9 +242,12 @@ def _check_password_change(new: str, data) -> tuple[dict[str, str], int]:
 
 @bp.post("/settings/tokens")
 @login_required
+@stepup.step_up
 def create_api_token():
-    """Create an API token for oneself and show it, once."""
-    form = {"label": request.form.get("label", "").strip(), "days": request.form.get("days", "")}
+    """Create an API token for oneself and show it, once (a new way in: a fresh proof
+    first); one for dangerous actions only when the box says so."""
+    form = {"label": request.form.get("label", "").strip(), "days": request.form.get("days", ""),
+            "dangerous_actions": bool(request.form.get("dangerous_actions"))}
     errors = {}
     if not form["label"] or len(form["label"]) > 100:
         errors["label"] = "Name the token (up to 100 characters), e.g. “deploy script”."
@@ -252,8 +255,9 @@ def create_api_token():
         errors["days"] = "Pick when the token expires."
     if errors:
         return _settings_page(422, token_form=form, token_errors=errors)
-    token = create_token(current_user, form["label"], TOKEN_DAYS[form["days"]])
-    return _settings_page(201, new_token=token)
+    token = create_token(current_user, form["label"], TOKEN_DAYS[form["days"]],
+                         form["dangerous_actions"])
+    return _settings_page(201, new_token=token, new_token_dangerous=form["dangerous_actions"])
 
 
 @bp.post("/settings/tokens/<int:token_id>/revoke")

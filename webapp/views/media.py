@@ -17,7 +17,7 @@ from flask import (
 from flask_login import current_user
 
 from .. import limits, media
-from ..accounts.security import role_required
+from ..accounts.security import refusal, role_required
 from ..site.revalidation import Unavailable
 from .errors import wants_json
 
@@ -32,9 +32,12 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(media.megabytes, "megabytes")
     app.add_template_filter(lambda row: media.markdown_for(row.sha256, row.ext, row.alt),
                             "media_markdown")
-    for path in ("/admin/media/", "/api/media"):
-        limits.allow_upload(app, path, lambda: upload_body_limit(app),
-                            lambda: too_large_message(app))
+    # the page's form: a stranger's or a viewer's upload is answered before it is read (the
+    # API's authenticate does the same for its tokens)
+    limits.allow_upload(app, "/admin/media/", lambda: upload_body_limit(app),
+                        lambda: too_large_message(app), lambda: refusal("editor"))
+    limits.allow_upload(app, "/api/media", lambda: upload_body_limit(app),
+                        lambda: too_large_message(app))
 
 
 def upload_body_limit(app: Flask) -> int:

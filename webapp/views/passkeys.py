@@ -12,7 +12,7 @@ from flask import (
 )
 from flask_login import current_user, login_required
 
-from ..accounts import passkeys, throttle
+from ..accounts import passkeys, ratelimit, throttle
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.stepup import fresh, step_up
 from ..accounts.users import user_target
@@ -95,7 +95,14 @@ def remove(passkey_id: int):
 @bp.post("/login/passkey/options")
 def sign_in_options():
     """Options for navigator.credentials.get: any passkey of this site, or, as the second
-    step after a password, that account's."""
+    step after a password, that account's. Each is a stored challenge, asked for without
+    any proof: so many per address (webapp.accounts.ratelimit), then 429."""
+    address = client_address()
+    wait = ratelimit.wait_seconds("passkey-options", address)
+    if wait:
+        return jsonify(error="Too many sign-in attempts from this address: try again in "
+                             f"{throttle.wait_message(wait)}."), 429, {"Retry-After": str(wait)}
+    ratelimit.record("passkey-options", address)
     pending = session.get("second_factor") or {}
     user = db.session.get(User, pending["user"]) if pending.get("user") else None
     return _options(lambda: passkeys.authentication_options(user))

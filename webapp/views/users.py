@@ -51,8 +51,10 @@ def index():
 
 @bp.post("/")
 @role_required("admin")
+@step_up
 def create():
-    """Create a user with a one-time password, shown once in this answer."""
+    """Create a user with a one-time password, shown once in this answer (a new way in:
+    a fresh proof first)."""
     form = {"email": request.form.get("email", ""), "role": request.form.get("role", "")}
     try:
         user, password = create_account(form["email"], form["role"])
@@ -92,6 +94,7 @@ def deactivate(user_id: int):
 
 @bp.post("/<int:user_id>/activate")
 @role_required("admin")
+@step_up
 def activate(user_id: int):
     """Let a deactivated user sign in again (their old tokens stay revoked)."""
     return _change(user_id, lambda user: set_active(user, True),

@@ -7,10 +7,11 @@ class ApiError(Exception):
     """Answer the request with a JSON error naming what was wrong."""
 
     def __init__(self, status: int, error: str, detail: str = "", field: str | None = None,
-                 fields: dict[str, str] | None = None, extra: dict | None = None) -> None:
+                 fields: dict[str, str] | None = None, extra: dict | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(detail or error)
         self.status, self.error, self.detail = status, error, detail or error
-        self.extra = extra or {}
+        self.extra, self.headers = extra or {}, headers or {}
         self.fields = fields or ({field: self.detail} if field is not None else {})
 
 
@@ -35,6 +36,7 @@ def error_response(exc: ApiError) -> tuple[Response, int]:
         body["field"] = next(iter(exc.fields))
         body["fields"] = exc.fields
     response = jsonify(body)
+    response.headers.update(exc.headers)
     if exc.status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="soloist"'
     return response, exc.status

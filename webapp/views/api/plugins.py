@@ -3,6 +3,7 @@
 from flask import g, jsonify, url_for
 
 from ... import timers
+from ...accounts.stepup import step_up
 from ...extensions import db
 from ...models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
 from ...plugins import endpoints
@@ -69,6 +70,7 @@ def list_webhooks():
 
 @bp.post("/webhooks")
 @api_role("admin")
+@step_up
 def create_webhook():
     """Register an endpoint: {url, events, secret?, description?, payload_format?} -> 201.
 
