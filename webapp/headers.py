@@ -52,12 +52,17 @@ def add_security_headers(response: Response) -> Response:
     return response
 
 
+def public_answer() -> bool:
+    """Return whether this request's answer is the public site's (no route: the site's 404)."""
+    return (request.endpoint is None or request.blueprint in PUBLIC_BLUEPRINTS
+            or request.endpoint in PUBLIC_ENDPOINTS)
+
+
 def no_store_unless_public(response: Response) -> Response:
     """Say Cache-Control: no-store on an answer that is not the public site's, unless its
     view chose otherwise: a signed-in page, a one-time secret, a JSON answer stays in no
     browser's cache or history and in no proxy, whoever uses the computer next."""
-    if request.endpoint is None or request.blueprint in PUBLIC_BLUEPRINTS \
-            or request.endpoint in PUBLIC_ENDPOINTS:
+    if public_answer():
         return response  # no route (a 404 the site draws) or a reader's answer
     response.headers.setdefault("Cache-Control", "no-store")
     return response

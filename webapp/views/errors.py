@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from ..db import unreachable as is_unreachable
 from ..extensions import db
+from ..headers import public_answer
 from ..limits import TooLarge
 from ..site import state
 
@@ -141,10 +142,12 @@ def init_app(app: Flask) -> None:
         body, status = render_error(error.code or 500, error.description if shown else None)
         # keep what the error says besides its body: a 405's Allow, a 401's challenge
         headers = [(k, v) for k, v in error.get_headers() if k.lower() != "content-type"]
-        # an answer that can turn right at any moment (the sitemap before its first build,
+        # a reader's error can turn right at any moment (the sitemap before its first build,
         # a file about to be uploaded): no cache keeps it (Varnish would for two minutes);
-        # a reader's 404 at a post's URL is the site's own, kept until it turns wrong
-        headers.append(("Cache-Control", "no-cache"))
+        # a reader's 404 at a post's URL is the site's own, kept until it turns wrong, and
+        # anything not the public site's is no-store (webapp.headers)
+        if public_answer():
+            headers.append(("Cache-Control", "no-cache"))
         return body, status, headers
 
     @app.errorhandler(DataError)
