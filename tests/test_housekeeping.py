@@ -10,12 +10,14 @@ from tests.support import add_user, text
 from webapp.extensions import db
 from webapp.models import (
     AuditEvent,
+    CachePurge,
     HookDelivery,
     LeaderEvent,
     LoginFailure,
     OutboxEvent,
     Post,
     PreviewLink,
+    RateLimitHit,
     TimerRun,
     User,
     UserSession,
@@ -200,12 +202,18 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         db.session.flush()
         db.session.add_all(PreviewLink(post_id=post.id, token_hash=f"{n}", expires_at=at)
                            for n, at in enumerate((T0 - timedelta(days=8), new, T0 + RECENT_DAY)))
+        db.session.add_all([  # a purge done a month ago goes; one waiting is kept however old
+            CachePurge(purger="varnish+http://x", topic="post.published", keys="home",
+                       status=status, created_at=T0 - timedelta(days=31))
+            for status in ("done", "pending")])
+        db.session.add_all(RateLimitHit(kind="api_token", address="192.0.2.1", at=at)
+                           for at in (T0 - timedelta(days=2), T0 - timedelta(minutes=1)))
         db.session.commit()
         counts = housekeeping.trim(T0)
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
                           "timer runs": 1, "leadership events": 1, "login failures": 0,
                           "ended sessions": 1, "audit events": 1, "preview links": 1,
-                          "post revisions": 0}
+                          "post revisions": 0, "cache purges": 1, "rate limit hits": 1}
         # a link that ended yesterday is kept a week (the live one too)
         assert db.session.scalar(sa.select(sa.func.count(PreviewLink.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(AuditEvent.id))) == 1

@@ -18,12 +18,14 @@ import sqlalchemy as sa
 from ..extensions import db
 from ..models import (
     AuditEvent,
+    CachePurge,
     HookDelivery,
     LeaderEvent,
     LoginFailure,
     OutboxEvent,
     PostRevision,
     PreviewLink,
+    RateLimitHit,
     TimerRun,
     UserSession,
     WebhookDelivery,
@@ -74,7 +76,11 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
             sa.func.coalesce(TimerRun.finished_at, TimerRun.scheduled_for)
             < before(runs_days)], []),
         ("leadership events", LeaderEvent.id, [LeaderEvent.at < before(leader_events_days)], []),
+        ("cache purges", CachePurge.id, [  # done or given up: the status page's last success
+            CachePurge.status.in_(("done", "failed")),  # is read from what is kept
+            CachePurge.created_at < before(deliveries_days)], []),
         ("login failures", LoginFailure.id, [LoginFailure.at < before(login_failures_days)], []),
+        ("rate limit hits", RateLimitHit.id, [RateLimitHit.at < before(login_failures_days)], []),
         ("ended sessions", UserSession.id, [UserSession.ended_at < before(sessions_days)], []),
         ("audit events", AuditEvent.at, [AuditEvent.at < before(audit_days)], []),
         ("post revisions", PostRevision.id, [PostRevision.was_live.is_(False)],
