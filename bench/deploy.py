@@ -186,7 +186,7 @@ def per_second(result: dict, args: argparse.Namespace) -> str:
         slowest = max(sent, key=lambda r: r.seconds, default=None)
         phase = "release" if lo < result["end"] and hi > start else ""
         rows.append([f"{second:+d}", phase, len(sent),
-                     f"{slowest.seconds:.2f} s {slowest.what}" if slowest else "–",
+                     f"{slowest.seconds:.2f} s `{slowest.what}`" if slowest else "–",
                      len(due), f"{max(due):.2f} s" if due else "–"])
     return table(["second", "", "requests", "slowest request", "posts due", "latest post"],
                  rows)
@@ -198,13 +198,13 @@ def during(result: dict) -> tuple[str, str]:
     sent = [r for r in result["requests"] if start - 1 < r.at < end]
     slowest = max(sent, key=lambda r: r.seconds, default=None)
     late = [late for at, late in result["posts"] if start - 1 < at < end]
-    return (f"{slowest.seconds:.2f} s ({slowest.what})" if slowest else "–",
+    return (f"{slowest.seconds:.2f} s (`{slowest.what}`)" if slowest else "–",
             f"{max(late):.2f} s" if late else "–")
 
 
 def failures(result: dict) -> str:
     """Return how many requests failed, of how many, and which."""
-    failed = Counter(f"{r.what}: {r.error}" for r in result["requests"] if not r.ok)
+    failed = Counter(f"`{r.what}`: {r.error}" for r in result["requests"] if not r.ok)
     which = ", ".join(f"{what} ×{n}" for what, n in failed.most_common())
     return f"{failed.total()} of {len(result['requests'])}" + (f" ({which})" if which else "")
 
