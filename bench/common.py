@@ -39,6 +39,7 @@ from tests.cluster import (  # noqa: E402
     pid_of,
     wait_for,
 )
+from tests.previous_release import Release  # noqa: E402
 
 __all__ = ["ADMIN_URL", "PLUGINS_KEY", "PUBLISH_KEY", "Bench", "SeedFleet", "pid_of", "wait_for"]
 
@@ -72,10 +73,15 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 
 class Bench:
-    """A throwaway migrated database plus every process started on it."""
+    """A throwaway migrated database plus every process started on it.
 
-    def __init__(self, name: str) -> None:
+    With a release (tests/previous_release.py), that release's own release phase migrates
+    the database and its code runs the fleet: a deploy's old side.
+    """
+
+    def __init__(self, name: str, release: Release | None = None) -> None:
         self.name = name
+        self.release = release
         self.url = ""
         self.instances: list[Instance] = []
         self.seeds: SeedFleet | None = None
@@ -89,9 +95,22 @@ class Bench:
         self.url = create_database(f"soloist_bench_{self.name}")
         self.log_dir = Path("/tmp/soloist-bench") / self.url.rsplit("/", 1)[1]
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        flask_cmd(base_env(self.url), "db", "upgrade")
         self.view = LockView(self.url)
+        try:
+            self._migrate()
+        except BaseException as exc:  # no __exit__ for a failed __enter__: clean up here
+            self.__exit__(type(exc))
+            raise
         return self
+
+    def _migrate(self) -> None:
+        if self.release is None:
+            flask_cmd(base_env(self.url), "db", "upgrade")
+            return
+        done = self.release.procfile("release", base_env(self.url))
+        if done.returncode != 0:
+            raise RuntimeError(f"release {self.release.commit}'s release phase failed:\n"
+                               f"{done.stdout}{done.stderr}")
 
     def __exit__(self, exc_type: type | None, *_exc: object) -> None:
         failed = False
@@ -136,9 +155,10 @@ class Bench:
     def start_fleet(self, instances: int, workers: int, timeout: float = 120,
                     **env: object) -> None:
         """Start instances x workers gunicorn processes and wait until they have settled."""
+        make = self.release.instance if self.release else Instance
         for i in range(instances):
-            inst = Instance(f"bench{i + 1}", self.url, workers=workers, log_dir=self.log_dir,
-                            **{k: str(v) for k, v in env.items() if v is not None})
+            inst = make(f"bench{i + 1}", self.url, workers=workers, log_dir=self.log_dir,
+                        **{k: str(v) for k, v in env.items() if v is not None})
             self.instances.append(inst.start())
         self.expected = instances * workers
         self.wait_fleet(timeout)
@@ -160,15 +180,19 @@ class Bench:
     def fleet_ready(self) -> bool:
         """Every worker is up, each instance has its one candidate's lock session (one of its
         workers: docs/leadership.md#one-candidate-per-instance), and both keys are held by a
-        worker."""
+        worker. A previous release may come from before one candidate per instance (0a7fa1f
+        opened a lock session in every worker): for it, the keys held are enough."""
         workers = self.worker_pids()
-        sessions = self.view.lock_sessions()
         holders = self.view.holders()
-        return (len(workers) == self.expected and len(sessions) == len(self.instances)
-                and all(sum(inst.owns(name) and pid_of(name) in inst.worker_pids()
-                            for name in sessions) == 1 for inst in self.instances)
-                and set(holders) >= KEYS
-                and all(pid_of(holders[k]) in workers for k in KEYS))
+        return (len(workers) == self.expected and set(holders) >= KEYS
+                and all(pid_of(holders[k]) in workers for k in KEYS)
+                and (self.release is not None or self._one_candidate_each()))
+
+    def _one_candidate_each(self) -> bool:
+        sessions = self.view.lock_sessions()
+        return len(sessions) == len(self.instances) and all(
+            sum(inst.owns(name) and pid_of(name) in inst.worker_pids() for name in sessions)
+            == 1 for inst in self.instances)
 
     def wait_fleet(self, timeout: float = 60) -> None:
         """Wait until every worker is up, with one lock session an instance and both keys held."""

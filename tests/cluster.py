@@ -125,15 +125,24 @@ def drop_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def flask_cmd(env: dict, *args: str) -> subprocess.CompletedProcess:
-    """Run `flask --app webapp ARGS` with env; raise with its output on failure."""
+def flask_cmd(env: dict, *args: str, root: Path = ROOT, bin_dir: Path = BIN
+              ) -> subprocess.CompletedProcess:
+    """Run `flask --app webapp ARGS` with env in root (this tree, or another release's);
+    raise with its output on failure."""
     result = subprocess.run(
-        [str(BIN / "flask"), "--app", "webapp", *args], cwd=ROOT, env=env,
+        [str(bin_dir / "flask"), "--app", "webapp", *args], cwd=root, env=env,
         capture_output=True, text=True, timeout=120,
     )
     if result.returncode != 0:
         raise RuntimeError(f"flask {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def procfile(root: Path = ROOT) -> dict[str, str]:
+    """Return the Procfile's process types and commands (this tree's, or another release's)."""
+    lines = (root / "Procfile").read_text().splitlines()
+    return {kind: command.strip() for kind, command in
+            (line.split(":", 1) for line in lines if line.strip())}
 
 
 # the instances' candidacy leases (webapp.leadership.local): one directory for this test
@@ -163,8 +172,10 @@ class Instance:
     """One gunicorn master (an 'instance', like a dyno) with its workers."""
 
     def __init__(self, name: str, database_url: str | None, workers: int = 2,
-                 log_dir: Path | None = None, **env: str) -> None:
+                 log_dir: Path | None = None, root: Path = ROOT, bin_dir: Path = BIN,
+                 **env: str) -> None:
         self.name = name
+        self.root, self.bin_dir = root, bin_dir  # another release's tree and venv, or ours
         self.port = free_port()
         self.env = base_env(database_url, INSTANCE_NAME=name, PORT=self.port,
                             WEB_CONCURRENCY=workers, **env)
@@ -177,9 +188,9 @@ class Instance:
         """Start gunicorn the way the Procfile does."""
         self.log = open(self.log_path, "w")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen(
-            [*self.wrapper, str(BIN / "gunicorn"), "-c", "webapp/gunicorn_conf.py",
+            [*self.wrapper, str(self.bin_dir / "gunicorn"), "-c", "webapp/gunicorn_conf.py",
              "webapp:create_app()"],
-            cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+            cwd=self.root, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         return self
 

@@ -59,7 +59,7 @@ def _reference_loop() -> float:
 RUN_FIRST = ["test_failover", "test_every_page_browser", "test_candidates", "test_editor_browser",
              "test_cluster", "test_hostile_forms", "test_faults", "test_chaos",
              "test_every_page_on_a_phone", "test_partition", "test_api_contract",
-             "test_pooler_fleet", "test_authz_matrix", "test_edge_fleet",
+             "test_pooler_fleet", "test_authz_matrix", "test_edge_fleet", "test_previous_release",
              "test_deploys", "test_webhook_senders", "test_ops_alerts_fleet", "test_freezes",
              "test_status_browser", "test_calendar", "test_metrics_fleet", "test_hung_plugins",
              "test_deploy", "test_scheduler_thread", "test_passkeys_browser",

@@ -23,6 +23,7 @@ from tests.cluster import (
     create_database,
     drop_database,
     free_port,
+    procfile,
     wait_for,
 )
 from webapp.leadership.pg import PgLockSession
@@ -31,12 +32,6 @@ from webapp.ops.budget import Fleet, check_connection_budget
 pytestmark = pytest.mark.slow
 
 GRACEFUL_TIMEOUT = 25
-
-
-def procfile() -> dict[str, str]:
-    """Return the Procfile's process types and commands."""
-    lines = (ROOT / "Procfile").read_text().splitlines()
-    return dict(line.split(":", 1) for line in lines if line.strip())
 
 
 def heroku_env(url: str, dyno: str) -> dict:
@@ -50,7 +45,7 @@ def heroku_env(url: str, dyno: str) -> dict:
 
 def start_web(env: dict, log_path) -> subprocess.Popen:
     with open(log_path, "w") as log:
-        return subprocess.Popen(["bash", "-c", "exec " + procfile()["web"].strip()], cwd=ROOT,
+        return subprocess.Popen(["bash", "-c", "exec " + procfile()["web"]], cwd=ROOT,
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
