@@ -61,6 +61,8 @@ def assert_no_htmx_attribute_of_the_post_can_run(html: str) -> None:
     found = Page(html).found
     assert any(tag == "figcaption" and inside for tag, _, inside in found), \
         "the post's body is not inside an hx-disable container"
+    # a bare hx-disable is no HTML attribute (the Nu checker's error): data-hx-disable is
+    assert not any("hx-disable" in attributes for _, attributes, _ in found)
     for tag, attributes, inside in found:
         htmx = {n: v for n, v in attributes.items() if n.startswith(("hx-", "data-hx-"))}
         smuggled = {n: v for n, v in htmx.items() if MARK in v}
@@ -110,7 +112,7 @@ def test_the_editors_pages_show_the_post_inert_in_an_hx_disable_container(auth, 
 def test_the_live_preview_escapes_the_title_into_its_hx_disable_container(app, auth):
     editor = auth.client("editor")
     page = Page(text(editor.get("/admin/posts/new"))).found
-    assert any(attributes.get("id") == "preview" and "hx-disable" in attributes
+    assert any(attributes.get("id") == "preview" and "data-hx-disable" in attributes
                for _, attributes, _ in page)  # where htmx swaps the preview in
     fragment = text(post_form(editor, "/admin/posts/preview", {"body": BODY}))
-    assert_no_htmx_attribute_of_the_post_can_run(f'<div id="preview" hx-disable>{fragment}</div>')
+    assert_no_htmx_attribute_of_the_post_can_run(f'<div id="preview" data-hx-disable>{fragment}</div>')
