@@ -20,7 +20,8 @@ logger = logging.getLogger('alembic.env')
 
 
 def get_engine():
-    return current_app.extensions['migrate'].db.engine
+    # the app's engine, or the direct URL's behind a pooler (webapp/ops/release/runner.py)
+    return runner.engine_for(current_app)
 
 
 def get_engine_url():

@@ -218,3 +218,14 @@ def app_waits(url: str) -> float:
         return conn.execute(
             "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - query_start)), 0) "
             "FROM pg_stat_activity WHERE wait_event_type = 'Lock'").fetchone()[0]
+
+
+def test_behind_a_pooler_the_migrations_run_on_the_direct_url(behind):
+    # the web pool's URL leads nowhere: a release through it would fail, and a transaction
+    # pooler would hand its lock_timeout to the fleet's transactions
+    direct = make_app(behind).config["SQLALCHEMY_DATABASE_URI"]
+    release = Release(behind, SQLALCHEMY_DATABASE_URI="postgresql+psycopg://root@127.0.0.1:9/x",
+                      LOCK_DATABASE_URL=direct, DB_WEB_VIA_POOLER=True)
+    release.run()
+    assert release.error is None, release.error
+    assert revision(behind) == revision_order()[-1]

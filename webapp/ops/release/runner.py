@@ -14,8 +14,10 @@ from collections.abc import Callable
 
 import psycopg
 import sqlalchemy as sa
+from flask import Flask
 
-from ...db import is_sqlite_dialect
+from ...db import is_sqlite_dialect, pg_connect_args, watch_connections
+from ...extensions import db
 from .limits import Limits, ReleaseError
 from .plan import locks_of
 
@@ -24,6 +26,22 @@ log = logging.getLogger("soloist.release")
 FIRST_PAUSE = 0.2  # seconds before the second try; doubled each time, up to MAX_PAUSE
 MAX_PAUSE = 5.0
 GAVE_WAY = (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)
+
+
+def engine_for(app: Flask) -> sa.Engine:
+    """Return the engine migrations run on: the app's, or, where the web pool goes through a
+    pooler (DATABASE_CONNECTION_POOL_URL), one of their own on the direct URL.
+
+    A transaction-mode pooler would hand the release's session settings (its lock_timeout)
+    to other clients' transactions, and drop them between its own.
+    """
+    if not app.config.get("DB_WEB_VIA_POOLER"):
+        return db.engine
+    engine = sa.create_engine(app.config["LOCK_DATABASE_URL"], poolclass=sa.pool.NullPool,
+                              hide_parameters=True,
+                              connect_args=pg_connect_args(app.config, "release"))
+    watch_connections(engine, app.config["INSTANCE_NAME"], "release")
+    return engine
 
 
 def pause(attempt: int, rand: Callable[[], float] = random.random) -> float:
