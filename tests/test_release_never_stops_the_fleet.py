@@ -229,3 +229,16 @@ def test_behind_a_pooler_the_migrations_run_on_the_direct_url(behind):
     release.run()
     assert release.error is None, release.error
     assert revision(behind) == revision_order()[-1]
+
+
+def test_on_sqlite_the_release_plans_runs_and_reports_every_migration_once(tmp_path):
+    url = f"sqlite:///{tmp_path / 'soloist.db'}"
+    dry = released(url, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert dry.stdout.startswith(f"The database is at no migration (empty): "
+                                 f"{len(revision_order())} migration(s) to run.")
+    assert "\nSQLite: each migration runs once, in one transaction" in dry.stdout
+    done = released(url, "--version", "local")
+    assert done.exit_code == 0, done.output
+    assert "0 gave way to the fleet" in done.stdout
+    assert "Migrated and recorded deploy local (from given)." in done.stdout

@@ -39,8 +39,7 @@ def release_command(version: str | None, dry_run: bool) -> None:
             click.echo(line)
         if not is_postgres():
             click.echo("\nSQLite: each migration runs once, in one transaction that holds the "
-                       "database's single write lock (one host, no fleet beside the release); "
-                       "the locks above are PostgreSQL's.")
+                       "database's single write lock (one host, no fleet beside the release).")
         if refusal is not None:
             click.echo(f"\nRefused now: {refusal}")
         return

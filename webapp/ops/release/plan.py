@@ -12,6 +12,7 @@ import io
 import re
 from dataclasses import dataclass, field
 
+from ...db import is_postgres
 from ...extensions import db
 from .limits import Limits, ReleaseError
 
@@ -210,8 +211,13 @@ def pending(config) -> tuple[str | None, list[Migration]]:
     from alembic.script import ScriptDirectory  # with the release only
 
     start = current_revision()
-    migrations = split(offline_sql(config, start))
     scripts = ScriptDirectory.from_config(config)
+    if is_postgres():
+        migrations = split(offline_sql(config, start))
+    else:  # Alembic writes no SQLite SQL offline (batch mode reflects the live tables)
+        migrations = [Migration(script.revision, script.down_revision or "")
+                      for script in reversed(list(scripts.iterate_revisions(
+                          "heads", start or "base")))]
     for migration in migrations:
         script = scripts.get_revision(migration.revision)
         migration.title = (script.doc or "").strip().splitlines()[0]

@@ -16,6 +16,7 @@ they would run on an empty database).
 - `check_contract`: a contract step's first line, refusing while older code runs.
 """
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -85,8 +86,12 @@ def patient() -> Iterator[None]:
     _op().execute(limits.patient_sql())
     try:
         yield
-    finally:
-        _op().execute(limits.short_sql())
+    except BaseException:
+        # in a transaction that failed, its rollback takes the setting back with it
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            _op().execute(limits.short_sql())
+        raise
+    _op().execute(limits.short_sql())
 
 
 def _scalar(sql: str, **params: object) -> object:
