@@ -106,8 +106,8 @@ class Release:
             return [f"No migration to run ({self.seconds:.2f} s)."]
         lines = [f"Migrated in {self.seconds:.2f} s: {len(self.steps)} migration(s); the "
                  f"longest wait seen behind them {self.longest_wait:.2f} s; "
-                 f"{self.gave_way} gave way to the fleet (no statement waits more than "
-                 f"{self.lock_timeout:g} s for a lock)."]
+                 f"{self.gave_way} gave way to the fleet (none waits more than "
+                 f"{self.lock_timeout:g} s for a lock the fleet could queue behind)."]
         for step in self.steps:
             lines.append(f"  {step.revision}  {step.seconds:6.2f} s  {step.title}")
             if step.tries > 1:

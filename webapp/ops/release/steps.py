@@ -13,7 +13,8 @@ they would run on an empty database).
   transaction after it (a scan under a lock no read or write waits for);
 - `add_unique`: a unique index built concurrently, then the constraint made from it;
 - `backfill`: data copied or fixed in small batches, each its own transaction, resumable;
-- `check_contract`: a contract step's first line, refusing while older code runs.
+- `check_contract`: a contract step's first line, refusing while older code runs, and
+  `drop_columns`, its work.
 """
 
 import contextlib
