@@ -1,9 +1,11 @@
 import logging
+import time
 from logging.config import fileConfig
 
 from flask import current_app
 
-from webapp.db import is_sqlite_dialect
+from webapp.db import is_sqlite_url
+from webapp.ops.release import runner
 
 from alembic import context
 
@@ -18,7 +20,8 @@ logger = logging.getLogger('alembic.env')
 
 
 def get_engine():
-    return current_app.extensions['migrate'].db.engine
+    # the app's engine, or the direct URL's behind a pooler (webapp/ops/release/runner.py)
+    return runner.engine_for(current_app)
 
 
 def get_engine_url():
@@ -58,8 +61,13 @@ def run_migrations_offline():
     """
     url = config.get_main_option("sqlalchemy.url")
     context.configure(
-        url=url, target_metadata=get_metadata(), literal_binds=True
+        url=url, target_metadata=get_metadata(), literal_binds=True,
+        transaction_per_migration=True,
     )
+    if not is_sqlite_url(url):
+        # the limits the online run sets on its session (webapp/ops/release/runner.py)
+        for statement in runner.Limits.of(current_app.config).session_sql():
+            context.execute(statement)
 
     with context.begin_transaction():
         context.run_migrations()
@@ -88,21 +96,23 @@ def run_migrations_online():
         conf_args["process_revision_directives"] = process_revision_directives
 
     connectable = get_engine()
+    # `flask --app webapp release` measures the release (webapp/ops/release/report.py)
+    recorder = config.attributes.get("recorder")
 
     with connectable.connect() as connection:
-        if not is_sqlite_dialect(connection.dialect):
-            # the app bounds every statement; a migration of a big table may take longer
-            connection.exec_driver_sql("SET statement_timeout = 0")
-            connection.exec_driver_sql("SET idle_in_transaction_session_timeout = 0")
-            connection.commit()
+        if recorder is not None:
+            recorder.attach(connection)
+        # each migration in a transaction of its own, never all in one: a lock is held
+        # until its migration commits, not until the last one does
         context.configure(
             connection=connection,
             target_metadata=get_metadata(),
+            transaction_per_migration=True,
+            on_version_apply=[recorder.applied] if recorder is not None else [],
             **conf_args
         )
-
-        with context.begin_transaction():
-            context.run_migrations()
+        # a short lock_timeout, retries with back-off (PostgreSQL; SQLite runs them once)
+        runner.run(context, runner.Limits.of(current_app.config), time.sleep, recorder)
 
 
 if context.is_offline_mode():

@@ -198,8 +198,9 @@ def test_a_rolling_restart_during_due_posts_shows_in_the_report_with_none_missed
     finally:
         for instance in started:
             instance.stop()
-    version, _window, due, p50, lag_max, late, missed, gaps = deploy_row(page, 2)
+    version, release, _window, due, p50, lag_max, late, missed, gaps = deploy_row(page, 2)
     assert version.startswith("v2") and (due, late, missed) == ("80", "0", "0")
+    assert re.fullmatch(r"[\d.]+ m?s, the fleet waited at most \d+ ms", release)  # none to run
     assert "publish" in gaps and "plugins" in gaps
     per_post = view.query("SELECT count(*) FROM outbox_events WHERE topic = 'post.published' "
                           "GROUP BY post_id")

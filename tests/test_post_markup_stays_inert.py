@@ -115,4 +115,5 @@ def test_the_live_preview_escapes_the_title_into_its_hx_disable_container(app, a
     assert any(attributes.get("id") == "preview" and "data-hx-disable" in attributes
                for _, attributes, _ in page)  # where htmx swaps the preview in
     fragment = text(post_form(editor, "/admin/posts/preview", {"body": BODY}))
-    assert_no_htmx_attribute_of_the_post_can_run(f'<div id="preview" data-hx-disable>{fragment}</div>')
+    assert_no_htmx_attribute_of_the_post_can_run(
+        f'<div id="preview" data-hx-disable>{fragment}</div>')

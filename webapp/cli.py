@@ -17,7 +17,8 @@ from .media.cli import add_webp_command
 from .models import User
 from .ops import audit
 from .ops.budget_cli import budget_command
-from .ops.deploys.cli import record_deploy_command, release_command
+from .ops.deploys.cli import record_deploy_command
+from .ops.release.cli import release_command
 from .timezones import is_zone
 
 

@@ -335,6 +335,14 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "METRICS_TOKEN": metrics_token(env),
         # set by webapp/gunicorn_conf.py: the workers' histograms are added up from its files
         "PROMETHEUS_MULTIPROC_DIR": env.get("PROMETHEUS_MULTIPROC_DIR") or None,
+        # a release's migrations (webapp.ops.release): how long one statement waits for a
+        # lock before the migration gives way (the fleet waits behind it at most this), how
+        # often a migration that gave way is tried again, and how long one statement may run
+        "MIGRATION_LOCK_TIMEOUT_SECONDS": env_float(env, "MIGRATION_LOCK_TIMEOUT_SECONDS", 0.3,
+                                                    0.01),
+        "MIGRATION_LOCK_RETRIES": env_int(env, "MIGRATION_LOCK_RETRIES", 40),
+        "MIGRATION_STATEMENT_TIMEOUT_SECONDS": env_float(
+            env, "MIGRATION_STATEMENT_TIMEOUT_SECONDS", 600.0, 1.0),
         "SQLALCHEMY_DATABASE_URI": None,
         "LOCK_DATABASE_URL": None,
     }

@@ -8,6 +8,8 @@ Create Date: 2026-11-29 20:09:54.288578
 from alembic import op
 import sqlalchemy as sa
 
+from webapp.ops.release import steps
+
 
 # revision identifiers, used by Alembic.
 revision = '0002'
@@ -23,17 +25,21 @@ def upgrade():
     sa.Column('email', sa.String(length=254), nullable=False),
     sa.Column('address', sa.String(length=64), nullable=False),
     sa.Column('at', sa.DateTime(timezone=True), nullable=False),
-    sa.PrimaryKeyConstraint('id')
+    sa.PrimaryKeyConstraint('id'),
+    if_not_exists=True,  # committed before users' columns: a migration tried again finds it
     )
-    with op.batch_alter_table('login_failures', schema=None) as batch_op:
-        batch_op.create_index('ix_login_failures_address_at', ['address', 'at'], unique=False)
-        batch_op.create_index('ix_login_failures_email_at', ['email', 'at'], unique=False)
+    op.create_index('ix_login_failures_address_at', 'login_failures', ['address', 'at'],
+                    unique=False, if_not_exists=True)
+    op.create_index('ix_login_failures_email_at', 'login_failures', ['email', 'at'],
+                    unique=False, if_not_exists=True)
 
-    with op.batch_alter_table('users', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('timezone', sa.String(length=64), server_default='UTC', nullable=False))
-        batch_op.add_column(sa.Column('must_change_password', sa.Boolean(), server_default=sa.text('false'), nullable=False))
-        batch_op.add_column(sa.Column('session_version', sa.Integer(), server_default='1', nullable=False))
-
+    # one short lock of users, in a transaction of its own (issue 35)
+    steps.add_columns(
+        'users',
+        sa.Column('timezone', sa.String(length=64), server_default='UTC', nullable=False),
+        sa.Column('must_change_password', sa.Boolean(), server_default=sa.text('false'),
+                  nullable=False),
+        sa.Column('session_version', sa.Integer(), server_default='1', nullable=False))
     # ### end Alembic commands ###
 
 

@@ -7,12 +7,15 @@ Create Date: 2026-11-29
 Indexes for the editors' post list at 100,000 posts: newest first per status
 (keyset on id), and title search. On PostgreSQL the title index is a trigram GIN
 index (pg_trgm; ILIKE '%word%' uses it); where the extension cannot be created,
-and on SQLite, it is a plain index.
+and on SQLite, it is a plain index. Both are built concurrently (issue 35): the
+editors' writes go on while the posts are indexed.
 """
 import logging
 
 from alembic import op
 import sqlalchemy as sa
+
+from webapp.ops.release import steps
 
 
 # revision identifiers, used by Alembic.
@@ -26,6 +29,9 @@ log = logging.getLogger("alembic.runtime.migration")
 
 def _trigram_available() -> bool:
     """Create pg_trgm if it is missing; False when this role may not."""
+    if steps.offline():
+        op.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        return True
     bind = op.get_bind()
     savepoint = bind.begin_nested()
     try:
@@ -39,14 +45,12 @@ def _trigram_available() -> bool:
 
 
 def upgrade():
-    with op.batch_alter_table('posts', schema=None) as batch_op:
-        batch_op.create_index('ix_posts_status_id', ['status', 'id'], unique=False)
-    if op.get_bind().dialect.name == "postgresql" and _trigram_available():
-        op.create_index('ix_posts_title_trgm', 'posts', ['title'], unique=False,
-                        postgresql_using='gin', postgresql_ops={'title': 'gin_trgm_ops'})
+    steps.create_index('ix_posts_status_id', 'posts', ['status', 'id'])
+    if steps.on_postgresql() and _trigram_available():
+        steps.create_index('ix_posts_title_trgm', 'posts', ['title'], using='gin',
+                           ops={'title': 'gin_trgm_ops'})
     else:
-        with op.batch_alter_table('posts', schema=None) as batch_op:
-            batch_op.create_index('ix_posts_title_trgm', ['title'], unique=False)
+        steps.create_index('ix_posts_title_trgm', 'posts', ['title'])
 
 
 def downgrade():

@@ -1,5 +1,8 @@
 """delivery claims follow leadership; endpoints remember failing; outbox scans stay flat
 
+Each table's columns in one short transaction of its own; the outbox's new indexes built
+concurrently before its old one is dropped, concurrently too (issue 35).
+
 Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-30
@@ -7,6 +10,8 @@ Create Date: 2026-11-30
 """
 from alembic import op
 import sqlalchemy as sa
+
+from webapp.ops.release import steps
 
 
 # revision identifiers, used by Alembic.
@@ -20,31 +25,25 @@ PROCESSED = sa.text("processed_at IS NOT NULL")
 
 
 def upgrade():
-    with op.batch_alter_table('webhook_endpoints', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('failures', sa.Integer(), nullable=False,
-                                      server_default='0'))
-        batch_op.add_column(sa.Column('last_error', sa.String(length=500), nullable=False,
-                                      server_default=''))
-        batch_op.add_column(sa.Column('last_attempt_at', sa.DateTime(timezone=True),
-                                      nullable=True))
-        batch_op.add_column(sa.Column('retry_at', sa.DateTime(timezone=True), nullable=True))
+    steps.add_columns(
+        'webhook_endpoints',
+        sa.Column('failures', sa.Integer(), nullable=False, server_default='0'),
+        sa.Column('last_error', sa.String(length=500), nullable=False, server_default=''),
+        sa.Column('last_attempt_at', sa.DateTime(timezone=True), nullable=True),
+        sa.Column('retry_at', sa.DateTime(timezone=True), nullable=True))
     for table in ('webhook_deliveries', 'hook_deliveries'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.add_column(sa.Column('claim', sa.String(length=32), nullable=False,
-                                          server_default=''))
-            batch_op.add_column(sa.Column('claimed_term', sa.Integer(), nullable=False,
-                                          server_default='0'))
-    with op.batch_alter_table('hook_deliveries', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('started_at', sa.DateTime(timezone=True), nullable=True))
-    with op.batch_alter_table('plugin_states', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('paused_reason', sa.String(length=500), nullable=False,
-                                      server_default=''))
-    with op.batch_alter_table('outbox_events', schema=None) as batch_op:
-        batch_op.drop_index('ix_outbox_pending')
-        batch_op.create_index('ix_outbox_unprocessed', ['id'], unique=False,
-                              postgresql_where=UNPROCESSED, sqlite_where=UNPROCESSED)
-        batch_op.create_index('ix_outbox_processed_at', ['processed_at'], unique=False,
-                              postgresql_where=PROCESSED, sqlite_where=PROCESSED)
+        steps.add_columns(
+            table,
+            sa.Column('claim', sa.String(length=32), nullable=False, server_default=''),
+            sa.Column('claimed_term', sa.Integer(), nullable=False, server_default='0'))
+    steps.add_columns('hook_deliveries',
+                      sa.Column('started_at', sa.DateTime(timezone=True), nullable=True))
+    steps.add_columns('plugin_states', sa.Column('paused_reason', sa.String(length=500),
+                                                 nullable=False, server_default=''))
+    steps.create_index('ix_outbox_unprocessed', 'outbox_events', ['id'], where=UNPROCESSED)
+    steps.create_index('ix_outbox_processed_at', 'outbox_events', ['processed_at'],
+                       where=PROCESSED)
+    steps.drop_index('ix_outbox_pending', 'outbox_events')
 
 
 def downgrade():

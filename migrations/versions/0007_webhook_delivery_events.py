@@ -2,7 +2,7 @@
 
 Deleting an outbox event makes PostgreSQL set event_id to NULL in the webhook
 deliveries that refer to it (ON DELETE SET NULL); without this index that is a
-scan of every webhook delivery for each event deleted.
+scan of every webhook delivery for each event deleted. Built concurrently (issue 35).
 
 Revision ID: 0007
 Revises: 0006
@@ -11,6 +11,7 @@ Create Date: 2026-12-01
 """
 from alembic import op
 
+from webapp.ops.release import steps
 
 # revision identifiers, used by Alembic.
 revision = '0007'
@@ -20,8 +21,7 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
-        batch_op.create_index('ix_webhook_deliveries_event_id', ['event_id'], unique=False)
+    steps.create_index('ix_webhook_deliveries_event_id', 'webhook_deliveries', ['event_id'])
 
 
 def downgrade():

@@ -5,6 +5,9 @@ change or reset, deactivation or an admin ends it at once. Tokens are revoked, n
 deleted, so admins still see which ended and why. users.session_version, which the
 cookie used to carry and which started at 1 for everyone, goes.
 
+The drop came before expand/contract (docs/deploying.md): an install still below 0009
+releases it with its old fleet stopped, as the drop's reviewed exception says.
+
 Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-03
@@ -12,6 +15,8 @@ Create Date: 2026-12-03
 """
 from alembic import op
 import sqlalchemy as sa
+
+from webapp.ops.release import steps
 
 
 # revision identifiers, used by Alembic.
@@ -36,16 +41,19 @@ def upgrade():
         sa.ForeignKeyConstraint(['user_id'], ['users.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),
         sa.UniqueConstraint('secret_hash'),
+        if_not_exists=True,  # committed before the columns: a migration tried again finds it
     )
     op.create_index('ix_user_sessions_user_id_address', 'user_sessions',
-                    ['user_id', 'address'], unique=False)
-    with op.batch_alter_table('api_tokens', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('expires_at', sa.DateTime(timezone=True), nullable=True))
-        batch_op.add_column(sa.Column('revoked_at', sa.DateTime(timezone=True), nullable=True))
-        batch_op.add_column(sa.Column('revoked_why', sa.String(length=40), nullable=False,
-                                      server_default=''))
-    with op.batch_alter_table('users', schema=None) as batch_op:
-        batch_op.drop_column('session_version')
+                    ['user_id', 'address'], unique=False, if_not_exists=True)
+    steps.add_columns(
+        'api_tokens',
+        sa.Column('expires_at', sa.DateTime(timezone=True), nullable=True),
+        sa.Column('revoked_at', sa.DateTime(timezone=True), nullable=True),
+        sa.Column('revoked_why', sa.String(length=40), nullable=False, server_default=''))
+    # squawk-ignore ban-drop-column: released in December 2026, before contract steps were
+    # separate releases; the code of 0008 reads users.session_version, so an install still
+    # below 0009 stops its old fleet for this release (docs/deploying.md, expand/contract)
+    steps.drop_columns('users', 'session_version')
 
 
 def downgrade():

@@ -6,6 +6,10 @@ which carries a random nonce, so a term number reissued after a lossy failover f
 nothing in. A run still running under a leadership that is no longer current is settled
 as abandoned at once, instead of after its maximum runtime.
 
+Each table in a transaction of its own (issue 35): holding webhook_deliveries' lock while
+waiting for hook_deliveries' met the old fleet's delivery tick, which reads them in the
+other order, in a deadlock.
+
 Revision ID: 0015
 Revises: 0014
 Create Date: 2026-12-06
@@ -13,6 +17,8 @@ Create Date: 2026-12-06
 """
 import sqlalchemy as sa
 from alembic import op
+
+from webapp.ops.release import steps
 
 # revision identifiers, used by Alembic.
 revision = '0015'
@@ -23,14 +29,12 @@ depends_on = None
 
 def upgrade():
     for table in ('webhook_deliveries', 'hook_deliveries'):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.add_column(sa.Column('claimed_holder', sa.String(length=200),
-                                          nullable=False, server_default=''))
-    with op.batch_alter_table('timer_runs', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('claimed_term', sa.Integer(), nullable=False,
-                                      server_default='0'))
-        batch_op.add_column(sa.Column('claimed_holder', sa.String(length=200), nullable=False,
-                                      server_default=''))
+        steps.add_columns(table, sa.Column('claimed_holder', sa.String(length=200),
+                                           nullable=False, server_default=''))
+    steps.add_columns(
+        'timer_runs',
+        sa.Column('claimed_term', sa.Integer(), nullable=False, server_default='0'),
+        sa.Column('claimed_holder', sa.String(length=200), nullable=False, server_default=''))
 
 
 def downgrade():

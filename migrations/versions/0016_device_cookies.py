@@ -3,7 +3,7 @@
 A successful sign-in gives the browser a device cookie (OWASP's "slow down online
 guessing attacks with device cookies"); its row keeps the secret's SHA-256, and a failed
 sign-in remembers the device it came from, so failures from a trusted browser count
-against it alone.
+against it alone. login_failures is indexed concurrently (issue 35).
 
 Revision ID: 0016
 Revises: 0015
@@ -12,6 +12,8 @@ Create Date: 2026-12-07
 """
 import sqlalchemy as sa
 from alembic import op
+
+from webapp.ops.release import steps
 
 # revision identifiers, used by Alembic.
 revision = '0016'
@@ -33,13 +35,12 @@ def upgrade():
         sa.ForeignKeyConstraint(['user_id'], ['users.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),
         sa.UniqueConstraint('secret_hash'),
+        if_not_exists=True,  # committed before the column: a migration tried again finds it
     )
-    with op.batch_alter_table('user_devices', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_user_devices_user_id'), ['user_id'], unique=False)
-    with op.batch_alter_table('login_failures', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('device_id', sa.Integer(), nullable=True))
-        batch_op.create_index(batch_op.f('ix_login_failures_device_id'), ['device_id'],
-                              unique=False)
+    op.create_index('ix_user_devices_user_id', 'user_devices', ['user_id'], unique=False,
+                    if_not_exists=True)
+    steps.add_columns('login_failures', sa.Column('device_id', sa.Integer(), nullable=True))
+    steps.create_index('ix_login_failures_device_id', 'login_failures', ['device_id'])
 
 
 def downgrade():

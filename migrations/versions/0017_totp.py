@@ -1,5 +1,8 @@
 """TOTP two-factor sign-in: an encrypted secret per user, and single-use recovery codes
 
+users' columns come in a transaction of their own (issue 35): every signed-in request
+reads users, and waits for that lock a moment only.
+
 Revision ID: 0017
 Revises: 0016
 Create Date: 2026-12-07
@@ -7,6 +10,8 @@ Create Date: 2026-12-07
 """
 import sqlalchemy as sa
 from alembic import op
+
+from webapp.ops.release import steps
 
 # revision identifiers, used by Alembic.
 revision = '0017'
@@ -16,11 +21,11 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('users', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('totp_secret', sa.String(length=255), nullable=True))
-        batch_op.add_column(sa.Column('totp_on_at', sa.DateTime(timezone=True), nullable=True))
-        batch_op.add_column(sa.Column('totp_last_step', sa.BigInteger(), nullable=False,
-                                      server_default='0'))
+    steps.add_columns(
+        'users',
+        sa.Column('totp_secret', sa.String(length=255), nullable=True),
+        sa.Column('totp_on_at', sa.DateTime(timezone=True), nullable=True),
+        sa.Column('totp_last_step', sa.BigInteger(), nullable=False, server_default='0'))
     op.create_table(
         'recovery_codes',
         sa.Column('id', sa.Integer(), nullable=False),

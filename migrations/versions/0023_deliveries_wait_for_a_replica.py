@@ -14,6 +14,8 @@ Create Date: 2026-12-10
 import sqlalchemy as sa
 from alembic import op
 
+from webapp.ops.release import steps
+
 # revision identifiers, used by Alembic.
 revision = '0023'
 down_revision = '0022'
@@ -22,8 +24,8 @@ depends_on = None
 
 
 def upgrade():
-    with op.batch_alter_table('webhook_deliveries', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('replica_lsn', sa.BigInteger(), nullable=True))
+    steps.add_columns('webhook_deliveries', sa.Column('replica_lsn', sa.BigInteger(),
+                                                      nullable=True))
 
 
 def downgrade():

@@ -4,9 +4,9 @@ The seed's API lives here: `try_acquire_leader(session, key) -> token | None`,
 `release_leader(session, token, key)`, `with_scheduler_leader_lock(session, key,
 fn)` and the tokens `PG_TOKEN` and `SQLITE_TOKEN`. Each process has one lock
 session (`lock_session`), shared by every key; `current_view()` reads who holds
-what for the status page, the ops actions, the dashboard and the CLI. It imports only
-the bottom of the house (config, db, extensions, models): ops, posts, plugins and the
-scheduler build on it.
+what for the status page, the ops actions, the dashboard and the CLI, with the version
+each process recorded. It imports only the bottom of the house (config, db, extensions,
+models, version): ops, posts, plugins and the scheduler build on it.
 """
 
 import logging

@@ -68,6 +68,8 @@ class LockSession:
     client_addr: str | None = None
     backend_start: datetime | None = None
     keys: list[int] = field(default_factory=list)
+    version: str = ""  # the code its process runs ("": it recorded none)
+    schema: str = ""  # the newest migration that code ships
 
     @property
     def holder_pid(self) -> int | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..db import boot_id, sqlite_path
 from ..extensions import db
+from ..version import code_version, schema_head
 from .base import ENDED_DETAIL, SQLITE_TOKEN, BaseLockSession, LockSession, OpsError, PollRow
 
 
@@ -102,8 +103,10 @@ class FileLockSession(BaseLockSession):
         except BlockingIOError:
             os.close(fd)
             return False
+        version, _source = code_version()
         holder = {"application_name": self.name, "instance": self.instance,
-                  "pid": os.getpid(), "since": _now()}
+                  "pid": os.getpid(), "since": _now(), "version": version,
+                  "schema": schema_head()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         self.fds[key] = fd
@@ -262,7 +265,8 @@ class FileView:
             name = found["application_name"]
             session = by_name.setdefault(name, LockSession(
                 name, found.get("instance", ""), found.get("pid"),
-                backend_start=_parse_stamp(found.get("since"))))
+                backend_start=_parse_stamp(found.get("since")),
+                version=found.get("version", ""), schema=found.get("schema", "")))
             session.keys.append(key)
         return list(by_name.values())
 

@@ -8,6 +8,7 @@ The view reads who holds what from pg_locks joined with pg_stat_activity.
 """
 
 import logging
+import os
 import threading
 from datetime import datetime
 
@@ -17,6 +18,7 @@ import sqlalchemy as sa
 from ..db import (
     HANDOVER_CHANNEL,
     WAKE_CHANNEL,
+    boot_id,
     client_keepalives,
     conninfo,
     identity,
@@ -24,6 +26,7 @@ from ..db import (
     renew_nonce,
 )
 from ..extensions import db
+from ..version import code_version, schema_head
 from .base import (
     PG_TOKEN,
     BaseLockSession,
@@ -44,6 +47,9 @@ from .pg_sql import (
     PROCESS_SQL,
     RELEASED_SQL,
     SESSIONS_SQL,
+    UNVERSIONED_SESSIONS_SQL,
+    VERSION_SQL,
+    VERSIONS_KNOWN_SQL,
     WAIT_SQL,
 )
 
@@ -112,6 +118,21 @@ class PgLockSession(BaseLockSession):
         self.conn = conn
         self.counts.clear()
         self.interrupted = False
+        self.record_version()
+
+    def record_version(self) -> None:
+        """Record the code this process runs, for the status page and the release.
+
+        Never at the cost of the lock session: a database the release has not migrated yet
+        (no process_versions) just shows this process's version as unknown.
+        """
+        version, source = code_version()
+        try:
+            self.execute(VERSION_SQL, {"boot": boot_id(), "instance": self.instance[:200],
+                                       "pid": os.getpid(), "version": version,
+                                       "source": source, "schema": schema_head()})
+        except psycopg.Error as exc:
+            log.info("this process's version is not recorded: %s", exc)
 
     def close(self) -> None:
         """Close the connection; the server drops every lock it held."""
@@ -318,13 +339,20 @@ class PgView:
         # statement_timestamp(), not now(): correct even inside a longer transaction
         return db.session.scalar(sa.text("SELECT statement_timestamp()"))
 
+    versions_known = False  # process_versions exists (migration 0028 ran): once, then kept
+
     def sessions(self, keys: list[int]) -> list[LockSession]:
-        """Return every lock session of this database, with the keys (of keys) it holds."""
+        """Return every lock session of this database, with the keys (of keys) it holds and
+        the version its process recorded."""
+        if not self.versions_known:
+            PgView.versions_known = bool(db.session.scalar(VERSIONS_KNOWN_SQL))
+        query = SESSIONS_SQL if self.versions_known else UNVERSIONED_SESSIONS_SQL
         found = []
-        for pid, name, addr, started, held in db.session.execute(SESSIONS_SQL, {"keys": keys}):
+        for pid, name, addr, started, held, version, schema in db.session.execute(
+                query, {"keys": keys}):
             instance, os_pid = parse_identity(name or "")
             found.append(LockSession(name or "", instance, os_pid, pid, addr, started,
-                                     list(held)))
+                                     list(held), version or "", schema or ""))
         return found
 
     def holder_of(self, key: int) -> str | None:

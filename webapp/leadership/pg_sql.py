@@ -190,17 +190,45 @@ FROM {HOLDER_FROM_SQL} AND {KEY_SQL} = ANY(CAST(:keys AS bigint[]))
 """)
 
 
-SESSIONS_SQL = sa.text(f"""
+def sessions_sql(versions: bool) -> sa.TextClause:
+    """Return every lock session with the keys it holds and, when versions, the version and
+    schema its process recorded (process_versions, by its boot id; NULL if none)."""
+    recorded = "v.version, v.schema_head" if versions else "NULL, NULL"
+    joined = ("LEFT JOIN process_versions v ON a.application_name LIKE 'soloist:%' "
+              "AND v.boot = split_part(a.application_name, ':', -2)") if versions else ""
+    return sa.text(f"""
 SELECT a.pid, a.application_name, host(a.client_addr), a.backend_start,
        coalesce(array_agg({KEY_SQL} ORDER BY {KEY_SQL}) FILTER (WHERE l.pid IS NOT NULL),
-                '{{}}') AS keys
+                '{{}}') AS keys, {recorded}
 FROM pg_stat_activity a
 LEFT JOIN pg_locks l ON l.pid = a.pid AND {ADVISORY} AND {KEY_SQL} = ANY(CAST(:keys AS bigint[]))
+{joined}
 WHERE a.datname = current_database()
   AND (a.application_name LIKE 'soloist:%' OR l.pid IS NOT NULL)
-GROUP BY a.pid, a.application_name, a.client_addr, a.backend_start
+GROUP BY a.pid, a.application_name, a.client_addr, a.backend_start, 6, 7
 ORDER BY a.application_name, a.pid
 """)
+
+
+SESSIONS_SQL = sessions_sql(versions=True)
+UNVERSIONED_SESSIONS_SQL = sessions_sql(versions=False)  # a database before migration 0028
+VERSIONS_KNOWN_SQL = sa.text("SELECT to_regclass('process_versions') IS NOT NULL")
+
+# The code this process runs, recorded by its lock session when it connects; the rows of
+# processes that have been gone an hour go on the way
+VERSION_SQL = """
+WITH gone AS (
+  DELETE FROM process_versions p
+  WHERE p.seen_at < now() - interval '1 hour'
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                    WHERE a.datname = current_database() AND a.application_name LIKE 'soloist%%'
+                      AND split_part(a.application_name, ':', -2) = p.boot))
+INSERT INTO process_versions (boot, instance, pid, version, source, schema_head, started_at,
+                              seen_at)
+VALUES (%(boot)s, %(instance)s, %(pid)s, %(version)s, %(source)s, %(schema)s, now(), now())
+ON CONFLICT (boot) DO UPDATE SET seen_at = now(), version = EXCLUDED.version,
+  source = EXCLUDED.source, schema_head = EXCLUDED.schema_head
+"""
 
 HOLDER_SQL = sa.text(f"""
 SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid

@@ -13,7 +13,7 @@ from .accounts import (
     WebAuthnChallenge,
 )
 from .audit import AuditEvent
-from .leadership import LeaderEvent, LeaderState
+from .leadership import LeaderEvent, LeaderState, ProcessVersion
 from .media import MediaFile, MediaVariant
 from .ops import Deploy, Freeze
 from .plugins import HookDelivery, PluginDocument, PluginState
@@ -50,6 +50,7 @@ __all__ = [
     "Post",
     "PostRevision",
     "PreviewLink",
+    "ProcessVersion",
     "ScheduledChange",
     "SiteState",
     "Timer",

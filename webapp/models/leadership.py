@@ -38,3 +38,23 @@ class LeaderEvent(db.Model):
     holder: Mapped[str] = mapped_column(sa.String(200), default="")
     detail: Mapped[str] = mapped_column(sa.String(500), default="")
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProcessVersion(db.Model):
+    """The code one process runs, recorded by its lock session when it connects.
+
+    Keyed by the process's boot id (the part of its application_name that never repeats):
+    the status page shows each lock session's version, and a contract step refuses to run
+    while a lock session's code is older than it allows (webapp.ops.release.fleet).
+    """
+
+    __tablename__ = "process_versions"
+
+    boot: Mapped[str] = mapped_column(sa.String(16), primary_key=True)
+    instance: Mapped[str] = mapped_column(sa.String(200))
+    pid: Mapped[int]
+    version: Mapped[str] = mapped_column(sa.String(200))
+    source: Mapped[str] = mapped_column(sa.String(40))  # the variable, git, or package
+    schema_head: Mapped[str] = mapped_column(sa.String(32))  # the newest migration it ships
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

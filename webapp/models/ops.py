@@ -32,3 +32,7 @@ class Deploy(db.Model):
     version: Mapped[str] = mapped_column(sa.String(200))
     source: Mapped[str] = mapped_column(sa.String(40))  # the variable it came from, or git
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # what its release cost (webapp.ops.release.report); None: recorded without migrating
+    release_seconds: Mapped[float | None]
+    release_wait_seconds: Mapped[float | None]  # the longest the fleet waited behind it
+    release_report: Mapped[str | None] = mapped_column(sa.Text)  # JSON: each migration

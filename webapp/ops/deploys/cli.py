@@ -1,10 +1,9 @@
-"""The release phase's commands: `flask --app webapp release` and `record-deploy`."""
+"""`flask --app webapp record-deploy` (the release command, which records one too, is in
+webapp.ops.release.cli)."""
 
 import click
-from flask import current_app
 from flask.cli import with_appcontext
 
-from ...extensions import bind_migrations
 from .record import record_deploy
 
 
@@ -17,16 +16,3 @@ def record_deploy_command(version: str | None) -> None:
     """Record that a version is being deployed now (the status page reports on it)."""
     deploy = record_deploy(version)
     click.echo(f"Recorded deploy {deploy.version} (from {deploy.source}).")
-
-
-@click.command("release")
-@with_appcontext
-@click.option("--version", "version", default=None, help="As for record-deploy.")
-def release_command(version: str | None) -> None:
-    """Run the release phase: migrate the database, then record the deploy."""
-    import flask_migrate  # with Alembic, only when a release runs (extensions.bind_migrations)
-
-    bind_migrations(current_app)
-    flask_migrate.upgrade()
-    deploy = record_deploy(version)
-    click.echo(f"Migrated and recorded deploy {deploy.version} (from {deploy.source}).")

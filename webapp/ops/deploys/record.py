@@ -1,8 +1,7 @@
 """Record a deploy: the version from the platform's variables, or git, and the time."""
 
-import subprocess
+import json
 from datetime import datetime
-from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -10,28 +9,25 @@ from ...config import release_version
 from ...db import database_now
 from ...extensions import db
 from ...models import Deploy
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def git_version() -> str | None:
-    """Return the checkout's short commit, if this is a git checkout with git installed."""
-    try:
-        found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return found.stdout.strip() or None if found.returncode == 0 else None
+from ...version import git_version
 
 
-def record_deploy(version: str | None = None) -> Deploy:
-    """Record a deploy now, named by version, the platform's variable, git, or "unknown"."""
+def record_deploy(version: str | None = None, release=None) -> Deploy:
+    """Record a deploy now, named by version, the platform's variable, git, or "unknown".
+
+    release, when the release command migrated, is its report (webapp.ops.release.report):
+    how long it took, the longest the fleet waited behind it, each migration.
+    """
     source = "given"
     if not version:
         version, source = release_version() or (git_version(), "git")
     if not version:
         version, source = "unknown", "none"
     deploy = Deploy(version=version[:200], source=source, at=database_now())
+    if release is not None:
+        deploy.release_seconds = round(release.seconds, 3)
+        deploy.release_wait_seconds = round(release.longest_wait, 3)
+        deploy.release_report = json.dumps(release.as_dict())
     db.session.add(deploy)
     db.session.commit()
     return deploy
