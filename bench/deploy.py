@@ -114,7 +114,7 @@ def release(bench: Bench) -> dict:
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     log("HEAD's release starts")
     started = time.time()
-    done = run_procfile(ROOT, "release", env)
+    done = run_procfile(ROOT, "release", env, timeout=3600)  # 1,000,000 posts: ~10 min
     ended = time.time()
     said = (done.stdout + done.stderr).splitlines()
     why = [line for line in said if "Error: " in line][-1:] or said[-1:]  # the exception
