@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import Instance, LockView, drop_database, migrated_database
+from tests.cluster import Instance, LockView, drop_database, migrated_database, stop_all
 from tests.receiver import Receiver
 from tests.support import (
     CHROMIUM,
@@ -310,8 +310,7 @@ def launch(fleet_db, tmp_path):
         return instance
 
     yield start
-    for instance in started:
-        instance.stop()
+    stop_all(started)
 
 
 @pytest.fixture(scope="module")

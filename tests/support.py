@@ -35,6 +35,7 @@ from tests.cluster import (
     drop_database,
     holding,
     migrated_database,
+    stop_all,
     wait_for,
 )
 from webapp import create_app, media
@@ -340,8 +341,7 @@ class Fleet:
             return json.load(response)
 
     def close(self) -> None:
-        for instance in self.instances:
-            instance.stop()
+        stop_all(self.instances)
         self.view.close()
         drop_database(self.url)
 

@@ -21,13 +21,17 @@ from tests.cluster import (
     PUBLISH_KEY,
     ROOT,
     Instance,
+    LockView,
     base_env,
+    drop_database,
     events,
     flask_cmd,
     fleet_ready,
     free_port,
     instance_api,
+    migrated_database,
     pid_of,
+    stop_all,
     term,
     wait_for,
 )
@@ -35,39 +39,6 @@ from tests.support import cli_user
 from webapp.leadership.files import FileLockSession, read_holder
 
 pytestmark = pytest.mark.slow
-
-
-def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(launch, fleet_db):
-    _url, view = fleet_db
-    a, b = launch("a"), launch("b")
-    wait_for(lambda: fleet_ready(view, 2), 30, "2 lock sessions and both keys held")
-    holders = view.holders()
-    workers = set(a.worker_pids()) | set(b.worker_pids())
-    assert {pid_of(name) for name in holders.values()} <= workers
-    sessions = view.lock_sessions()
-    # one lock connection per instance: its candidate's; its sibling stands by locally
-    assert len(sessions) == len(set(sessions)) == 2
-    assert sorted(a.owns(name) for name in sessions) == [False, True]
-    assert {pid_of(name) for name in sessions} < workers
-    idle = {pid_of(name) for (name,) in view.query(
-        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
-        "AND application_name LIKE %s", ("soloist%",))}
-    assert not idle & (workers - {pid_of(name) for name in sessions})  # no connection at all
-    with urllib.request.urlopen(f"{a.url}/readyz", timeout=5) as response:
-        assert response.status == 200
-
-
-def test_follower_takes_over_after_the_leader_is_killed(launch, fleet_db):
-    _url, view = fleet_db
-    launch("a"), launch("b")
-    wait_for(lambda: fleet_ready(view, 2), 30, "the fleet to settle")
-    victim = view.holder(PUBLISH_KEY)
-    before = term(view, PUBLISH_KEY)
-    os.kill(pid_of(victim), signal.SIGKILL)
-    new = wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim and h, 5,
-                   "another process to hold the publish key")
-    wait_for(lambda: term(view, PUBLISH_KEY) > before, 5, "the new leader to record its term")
-    assert events(view, PUBLISH_KEY)[-1] == ("acquired", new)
 
 
 def test_frozen_leader_is_evicted_and_learns_it_lost(launch, fleet_db):
@@ -121,31 +92,6 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(launch, fleet_
              "the process to reconnect and lead again",
              state=lambda: (term(view, PUBLISH_KEY), view.holders(), events(view, PUBLISH_KEY)))
     assert ("lost", holder) in events(view, PUBLISH_KEY)
-
-
-def test_posts_are_published_exactly_once_while_leaders_are_killed(launch, fleet_db):
-    url, view = fleet_db
-    launch("a"), launch("b")
-    wait_for(lambda: fleet_ready(view, 2), 30, "the fleet to settle")
-    start = datetime.now(UTC) + timedelta(seconds=1)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "INSERT INTO posts (title, slug, body, status, publish_at, version, created_at, "
-            "updated_at) SELECT 'P' || i, 'p-' || i, '', 'scheduled', "
-            "%s + i * interval '20 milliseconds', 1, now(), now() FROM generate_series(0, 199) i",
-            (start,))
-        conn.execute("SELECT pg_notify('soloist_wake', 'publish')")
-    for _ in range(2):  # kill the publish leader twice while posts fall due
-        victim = wait_for(lambda: view.holder(PUBLISH_KEY), 10, "a publish leader")
-        wait_for(lambda v=victim: view.query(
-            "SELECT count(*) FROM outbox_events")[0][0] > 0, 10, "publishing to start")
-        os.kill(pid_of(victim), signal.SIGKILL)
-        wait_for(lambda v=victim: view.holder(PUBLISH_KEY) not in (None, v), 5, "a new leader")
-    wait_for(lambda: view.query("SELECT count(*) FROM posts WHERE status = 'published'")[0][0]
-             == 200, 20, "every post to be published")
-    per_post = view.query("SELECT post_id, count(*) FROM outbox_events "
-                          "WHERE topic = 'post.published' GROUP BY post_id")
-    assert len(per_post) == 200 and {count for _, count in per_post} == {1}
 
 
 def test_sqlite_two_workers_one_leader_per_key(tmp_path):
@@ -220,3 +166,85 @@ def test_an_edit_through_one_instance_ends_the_other_instances_304s_at_once(laun
     answers = [_get(reader, "/posts/kept", etag) for _ in range(20)]  # right after the commit
     assert [(status, "Second." in body) for status, _, body in answers] == [(200, True)] * 20
     assert {new for _, new, _ in answers} != {etag}
+
+
+
+# The tests below share one pair of instances, last in the module: it is stopped when they
+# end, not kept ticking beside the fleets the tests above start
+
+@pytest.fixture(scope="module")
+def shared_pair(pg_url, tmp_path_factory):
+    """Two instances x two workers on their own database, started once for the tests that
+    only watch them or SIGKILL a worker (its master forks another)."""
+    url = migrated_database("soloist_fleet")
+    view = LockView(url)
+    instances = [Instance(name, url, log_dir=tmp_path_factory.mktemp("pair")).start()
+                 for name in ("a", "b")]
+    try:
+        yield url, view, instances
+    finally:
+        stop_all(instances)
+        view.close()
+        drop_database(url)
+
+
+@pytest.fixture
+def pair(shared_pair):
+    """The shared pair once settled: both keys led, each instance's candidate connected and
+    every worker running (a killed one's replacement included)."""
+    _url, view, instances = shared_pair
+    wait_for(lambda: fleet_ready(view, 2) and all(len(i.worker_pids()) == 2
+                                                  for i in instances), 30, "the fleet to settle")
+    return shared_pair
+
+
+def test_two_instances_elect_one_leader_per_key_and_the_rest_stand_by(pair):
+    _url, view, (a, b) = pair
+    holders = view.holders()
+    workers = set(a.worker_pids()) | set(b.worker_pids())
+    assert {pid_of(name) for name in holders.values()} <= workers
+    sessions = view.lock_sessions()
+    # one lock connection per instance: its candidate's; its sibling stands by locally
+    assert len(sessions) == len(set(sessions)) == 2
+    assert sorted(a.owns(name) for name in sessions) == [False, True]
+    assert {pid_of(name) for name in sessions} < workers
+    idle = {pid_of(name) for (name,) in view.query(
+        "SELECT application_name FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name LIKE %s", ("soloist%",))}
+    assert not idle & (workers - {pid_of(name) for name in sessions})  # no connection at all
+    with urllib.request.urlopen(f"{a.url}/readyz", timeout=5) as response:
+        assert response.status == 200
+
+
+def test_follower_takes_over_after_the_leader_is_killed(pair):
+    _url, view, _instances = pair
+    victim = view.holder(PUBLISH_KEY)
+    before = term(view, PUBLISH_KEY)
+    os.kill(pid_of(victim), signal.SIGKILL)
+    new = wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim and h, 5,
+                   "another process to hold the publish key")
+    wait_for(lambda: term(view, PUBLISH_KEY) > before, 5, "the new leader to record its term")
+    assert events(view, PUBLISH_KEY)[-1] == ("acquired", new)
+
+
+def test_posts_are_published_exactly_once_while_leaders_are_killed(pair):
+    url, view, _instances = pair
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO posts (title, slug, body, status, publish_at, version, created_at, "
+            "updated_at) SELECT 'P' || i, 'p-' || i, '', 'scheduled', "
+            "%s + i * interval '20 milliseconds', 1, now(), now() FROM generate_series(0, 199) i",
+            (start,))
+        conn.execute("SELECT pg_notify('soloist_wake', 'publish')")
+    for _ in range(2):  # kill the publish leader twice while posts fall due
+        victim = wait_for(lambda: view.holder(PUBLISH_KEY), 10, "a publish leader")
+        wait_for(lambda v=victim: view.query(
+            "SELECT count(*) FROM outbox_events")[0][0] > 0, 10, "publishing to start")
+        os.kill(pid_of(victim), signal.SIGKILL)
+        wait_for(lambda v=victim: view.holder(PUBLISH_KEY) not in (None, v), 5, "a new leader")
+    wait_for(lambda: view.query("SELECT count(*) FROM posts WHERE status = 'published'")[0][0]
+             == 200, 20, "every post to be published")
+    per_post = view.query("SELECT post_id, count(*) FROM outbox_events "
+                          "WHERE topic = 'post.published' GROUP BY post_id")
+    assert len(per_post) == 200 and {count for _, count in per_post} == {1}

@@ -5,7 +5,7 @@ ids, never by (instance, pid)."""
 
 import pytest
 
-from tests.cluster import Container, fleet_ready, pid_of, wait_for
+from tests.cluster import Container, fleet_ready, pid_of, stop_all, wait_for
 from tests.support import Api, make_app
 from webapp.db import identity, short_instance
 from webapp.extensions import db
@@ -34,8 +34,7 @@ def pods(fleet_db, tmp_path):
         wait_for(lambda: fleet_ready(view, 2), 60, "both pods up, both keys led")
         yield started
     finally:
-        for pod in started:
-            pod.stop()
+        stop_all(started)
 
 
 def test_two_pods_with_one_name_prefix_and_equal_pids_are_two_processes(pods, fleet_db):

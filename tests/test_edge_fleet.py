@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.cluster import Instance, drop_database, migrated_database, stop_all, wait_for
 from tests.edge import Varnish
 from tests.support import make_app, postgres_or_skip
 from webapp import posts
@@ -44,8 +44,7 @@ def edge(tmp_path_factory):
         app = make_app(url, CACHE_PURGE=[cache.purger])
         yield cache, app
     finally:
-        for instance in instances:
-            instance.stop()
+        stop_all(instances)
         cache.close()
         drop_database(url)
 

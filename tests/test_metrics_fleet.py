@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests import cluster
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, Instance, pid_of, wait_for
+from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, Instance, pid_of, stop_all, wait_for
 from tests.support import postgres_or_skip
 
 pytestmark = pytest.mark.slow
@@ -38,8 +38,7 @@ def fleet(tmp_path_factory):
                  interval=0.1)
         yield SimpleNamespace(view=view, a=a, b=b)
     finally:
-        for instance in started:
-            instance.stop()
+        stop_all(started)
         view.close()
         cluster.drop_database(url)
 
