@@ -310,8 +310,13 @@ def post_media(base: str, token: str, data: bytes, name: str = "photo.jpg",
     request = urllib.request.Request(base + "/api/media", data=body, method="POST", headers={
         "Authorization": f"Bearer {token}",
         "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    return json_answer(request, timeout=60)
+
+
+def json_answer(request: urllib.request.Request, timeout: float = 10) -> tuple[int, dict]:
+    """Send request; return its status and the JSON it answered, an error's too."""
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.load(response)
     except urllib.error.HTTPError as error:
         with error:

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 import sqlalchemy as sa
 
+from tests.cluster import json_answer
 from tests.support import (
     PASSWORD,
     Api,
@@ -273,12 +274,7 @@ def test_a_stale_session_over_http_is_asked_for_proof_before_each_new_way_in(app
 def _api_post(url: str, token: str, body: dict) -> tuple[int, dict]:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={
         "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, json.load(answer)
-    except urllib.error.HTTPError as refused:
-        with refused:
-            return refused.code, json.load(refused)
+    return json_answer(request)
 
 
 PUBLIC_ANSWERS = ("site.", "media_files.", "favicon.", "static", "plugins.sitemap_xml",
