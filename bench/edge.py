@@ -269,7 +269,7 @@ def run_fleet(bench: Bench, args: argparse.Namespace, purge: bool, trials: int) 
     fleet = Fleet(bench, args, purge)
     found: dict = {"scenarios": {name: [] for name in SCENARIOS}}
     try:
-        found["browser"] = fleet.cache.read("/").status and _browser_header(fleet)
+        found["browser"] = _browser_header(fleet)
         for trial in range(trials):
             for name, scenario in SCENARIOS.items():
                 log(f"trial {trial + 1}/{trials}: {name}")

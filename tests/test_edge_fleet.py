@@ -6,6 +6,7 @@ leader, and a purger that is down for a while and comes back: each reaches every
 that shows it. bench/edge.py measures how soon (docs/benchmarks.md); here a reader
 waits at most DEADLINE seconds, where a copy would otherwise be kept for a day."""
 
+import urllib.request
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -50,7 +51,6 @@ def edge(tmp_path_factory):
 
 
 def _up(instance: Instance) -> bool:
-    import urllib.request
     try:
         urllib.request.urlopen(instance.url + "/healthz", timeout=2).close()
     except OSError:

@@ -18,7 +18,7 @@ from ..leadership.fence import Lead
 from ..models import CachePurge
 from ..ops import alerts, replica
 from ..site import purgers
-from .purges import FAILING_AFTER, LEASE, RETRY_SECONDS, Batch, claim, mine, still_held, theirs
+from .purges import FAILING_AFTER, LEASE, Batch, claim, mine, still_held, theirs
 
 log = logging.getLogger("soloist.plugins.purges")
 
@@ -77,12 +77,12 @@ def record(batch: Batch, error: str, wait: float | None, at: datetime) -> str:
     attempts = db.session.scalar(sa.select(sa.func.max(CachePurge.attempts)).where(
         mine(batch))) or 0
     config = current_app.config
-    delay = timedelta(seconds=float(config.get("PURGE_RETRY_SECONDS", RETRY_SECONDS)))
+    delay = timedelta(seconds=config["PURGE_RETRY_SECONDS"])
     if wait is not None:  # the cache's own Retry-After (a rate limit), if longer
         delay = max(delay, timedelta(seconds=wait))
     retry_at = at + delay
     # past the caches' own lifetime every copy the purge would drop has expired by itself
-    moot = at - timedelta(seconds=float(config.get("SITE_SHARED_MAX_AGE_SECONDS", 86400)))
+    moot = at - timedelta(seconds=config["SITE_SHARED_MAX_AGE_SECONDS"])
     held = db.session.execute(sa.update(CachePurge).where(mine(batch)).values(
         status=sa.case((CachePurge.created_at < moot, "failed"), else_="pending"),
         claim="", last_error=error[:500], next_attempt_at=retry_at)).rowcount

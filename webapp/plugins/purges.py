@@ -47,7 +47,6 @@ HARD = ("post.unpublished", "media.deleted")
 TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
           "media.deleted", "sitemap.built")
 CLAIM_BATCH = 100
-RETRY_SECONDS = 5.0  # PURGE_RETRY_SECONDS
 LEASE = timedelta(seconds=TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
 FAILING_AFTER = 3
 
@@ -64,7 +63,7 @@ def _old_slug(event: object) -> str | None:
                                              OutboxEvent.topic.like("post.%"),
                                              OutboxEvent.id < event.id)
         .order_by(OutboxEvent.id.desc()).limit(1))
-    old = (before or {}).get("slug") if before is not None else None
+    old = (before or {}).get("slug")
     return old if old != payload["slug"] else None
 
 
