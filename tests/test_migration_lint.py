@@ -208,8 +208,8 @@ def upgrade():
     steps.create_index('ix_posts_slug_title', 'posts', ['slug', 'title'])
     steps.add_columns('posts', sa.Column('author_id', sa.Integer(), nullable=True))
     steps.add_foreign_key('fk_posts_author', 'posts', 'users', ['author_id'], ['id'])
-    steps.backfill("UPDATE posts SET author_id = 1 WHERE id > :after AND id <= :upto "
-                   "AND author_id IS NULL", table='posts')
+    steps.backfill("authors", "UPDATE posts SET author_id = 1 WHERE id > :after "
+                   "AND id <= :upto AND author_id IS NULL", table='posts')
 '''
 
 

@@ -5,15 +5,21 @@ new one the same schema."""
 
 import os
 import subprocess
+import time
 
 import flask_migrate
 import psycopg
 import pytest
+import sqlalchemy as sa
 from flask_migrate import Migrate
 
 from tests.cluster import ROOT, create_database, drop_database, migrated_database
 from tests.support import make_app, new_post, post_form, text
 from webapp.extensions import db
+from webapp.models import Timer, utcnow
+from webapp.plugins import housekeeping
+from webapp.plugins.base import RunContext
+from webapp.timers import ensure_default_timers
 from webapp.version import schema_head
 
 HEAD = schema_head()
@@ -35,7 +41,8 @@ def upgrade():
                           ondelete='SET NULL')
     steps.add_check('ck_posts_words', 'posts', 'words >= 0')
     steps.add_unique('uq_posts_title_slug', 'posts', ['title', 'slug'])
-    steps.backfill("UPDATE posts SET words = 1 + length(body) - length(replace(body, ' ', ''))"
+    steps.backfill("word counts",
+                   "UPDATE posts SET words = 1 + length(body) - length(replace(body, ' ', ''))"
                    " WHERE id > :after AND id <= :upto AND words = 0", table='posts')
     steps.drop_index('ix_posts_words', 'posts')
 '''
@@ -114,6 +121,8 @@ def test_every_shape_runs_and_runs_again_after_a_try_that_stopped_part_of_the_wa
         conn.execute("UPDATE pg_constraint SET convalidated = false "
                      "WHERE conname = 'fk_posts_reviewer'")
         conn.execute("UPDATE posts SET words = 0 WHERE id > 1000")
+        conn.execute("UPDATE release_backfills SET after_key = 1000, finished_at = NULL "
+                     "WHERE name = 'word counts'")
     stamp(posts_db, with_steps, HEAD)
     upgrade(posts_db, with_steps)
     assert state(posts_db) == DONE
@@ -140,29 +149,36 @@ IMPORTS = ("SELECT post_id, count(*) FROM post_revisions WHERE reason = 'import'
            "GROUP BY post_id ORDER BY post_id")
 
 
-def test_the_copy_into_post_revisions_resumes_where_a_stopped_release_left_it():
+@pytest.fixture
+def before_history():
+    """A database at 0021 (before post_revisions) with POSTS posts."""
     url = create_database("soloist_copy")
-    try:
-        upgrade(url, ROOT / "migrations", "0021")
-        with conn_to(url) as conn:
-            conn.execute("INSERT INTO posts (title, slug, body, status, version, created_at, "
-                         "updated_at) SELECT 'p' || i, 'p' || i, 'text', 'draft', 1, now(), "
-                         f"now() FROM generate_series(1, {POSTS}) i")
-        upgrade(url, ROOT / "migrations", "0022")
-        with conn_to(url) as conn:
-            whole = conn.execute(IMPORTS).fetchall()
-            in_order = conn.execute(
-                "SELECT bool_and(ordered) FROM (SELECT id > lag(id) OVER (ORDER BY post_id) "
-                "OR lag(id) OVER (ORDER BY post_id) IS NULL AS ordered FROM post_revisions) r"
-            ).fetchone()[0]
-            # a release stopped after the first batch, the code started before it ended
-            conn.execute("DELETE FROM post_revisions WHERE post_id > 1000")
-        stamp(url, ROOT / "migrations", "0021")
-        upgrade(url, ROOT / "migrations", "0022")
-        with conn_to(url) as conn:
-            assert conn.execute(IMPORTS).fetchall() == whole  # once each, none twice
-    finally:
-        drop_database(url)
+    upgrade(url, ROOT / "migrations", "0021")
+    with conn_to(url) as conn:
+        conn.execute("INSERT INTO posts (title, slug, body, status, version, created_at, "
+                     "updated_at) SELECT 'p' || i, 'p' || i, 'text', 'draft', 1, now(), "
+                     f"now() FROM generate_series(1, {POSTS}) i")
+    yield url
+    drop_database(url)
+
+
+def test_the_copy_into_post_revisions_resumes_where_a_stopped_release_left_it(before_history):
+    url = before_history
+    upgrade(url, ROOT / "migrations", "0022")
+    with conn_to(url) as conn:
+        whole = conn.execute(IMPORTS).fetchall()
+        in_order = conn.execute(
+            "SELECT bool_and(ordered) FROM (SELECT id > lag(id) OVER (ORDER BY post_id) "
+            "OR lag(id) OVER (ORDER BY post_id) IS NULL AS ordered FROM post_revisions) r"
+        ).fetchone()[0]
+        # a release stopped after the first batch, the code started before it ended
+        conn.execute("DELETE FROM post_revisions WHERE post_id > 1000")
+        conn.execute("UPDATE release_backfills SET after_key = 1000, finished_at = NULL "
+                     "WHERE name = 'post history'")
+    stamp(url, ROOT / "migrations", "0021")
+    upgrade(url, ROOT / "migrations", "0022")
+    with conn_to(url) as conn:
+        assert conn.execute(IMPORTS).fetchall() == whole  # once each, none twice
     assert len(whole) == POSTS and {n for _, n in whole} == {1} and in_order
 
 
@@ -229,3 +245,62 @@ def test_an_install_migrated_before_gets_the_schema_a_new_install_gets(tmp_path)
     finally:
         drop_database(existing)
         drop_database(new)
+
+
+def test_a_release_leaves_a_long_copy_to_the_fleet_which_finishes_it_once(before_history):
+    url = before_history
+    app = make_app(url, RELEASE_BACKFILL_SECONDS=0)  # no time for it in the release
+    result = app.test_cli_runner().invoke(args=["release", "--version", "v44"])
+    assert result.exit_code == 0, result.output
+    assert ("Left to the fleet (the housekeeping plugin finishes it within minutes; the new "
+            "code does not need it): post history: 0 batch(es) of 1000 posts."
+            in result.stdout), result.stdout
+    with conn_to(url) as conn:
+        assert conn.execute(IMPORTS).fetchall() == []
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == HEAD
+        report = conn.execute("SELECT release_report FROM deploys WHERE version = 'v44'"
+                              ).fetchone()[0]
+    assert "post history" in report
+
+    pauses = []
+    with app.app_context():
+        ensure_default_timers(utcnow())  # as the plugins leader does: the timer that finishes
+        timer = db.session.scalar(sa.select(Timer).where(Timer.action == "finish_backfills"))
+        assert (timer.name, timer.every, timer.unit) == (
+            "Housekeeping: finish the releases' backfills", 5, "minutes")
+        with conn_to(url) as other:  # a leader replaced mid-run still holds the copy
+            other.execute("BEGIN")
+            other.execute("SELECT 1 FROM release_backfills FOR UPDATE")
+            assert finish_backfills(app, pauses) == "post history: another run is on it"
+            other.execute("ROLLBACK")
+        assert finish_backfills(app, pauses) == (
+            f"post history: 3 batch(es) up to id {POSTS}; finished")
+        assert finish_backfills(app, pauses) == "nothing left to do"
+        db.session.remove()
+        db.engine.dispose()
+    with conn_to(url) as conn:
+        imported = conn.execute(IMPORTS).fetchall()
+    assert len(imported) == POSTS and {n for _, n in imported} == {1}  # once each
+    assert len(pauses) == 3 and all(p > 0 for p in pauses)  # after each batch: the fleet's
+
+
+def finish_backfills(app, pauses: list) -> str:
+    """Run the housekeeping plugin's timer action as the plugins leader runs it."""
+    return housekeeping.finish_backfills_action(RunContext(
+        app=app, run_id=1, timer_id=1, scheduled_for=utcnow(), started_at=utcnow(),
+        instance="pytest", deadline=time.monotonic() + 300, pause=pauses.append))
+
+
+def test_the_models_and_the_migrations_describe_the_same_schema():
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    url = migrated_database("soloist_models")
+    try:
+        app = make_app(url)
+        with app.app_context(), db.engine.connect() as conn:
+            differences = compare_metadata(MigrationContext.configure(conn), db.metadata)
+            db.engine.dispose()
+    finally:
+        drop_database(url)
+    assert differences == []

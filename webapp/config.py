@@ -343,6 +343,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "MIGRATION_LOCK_RETRIES": env_int(env, "MIGRATION_LOCK_RETRIES", 40),
         "MIGRATION_STATEMENT_TIMEOUT_SECONDS": env_float(
             env, "MIGRATION_STATEMENT_TIMEOUT_SECONDS", 600.0, 1.0),
+        # how long a release runs a migration's backfill before it leaves the rest to the
+        # fleet (webapp.ops.release.backfills): the new code does not wait for the copy
+        "RELEASE_BACKFILL_SECONDS": env_float(env, "RELEASE_BACKFILL_SECONDS", 10.0, 0.0),
         "SQLALCHEMY_DATABASE_URI": None,
         "LOCK_DATABASE_URL": None,
     }

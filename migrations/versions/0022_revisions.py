@@ -1,10 +1,10 @@
 """post revisions (every version of a post's text) and scheduled changes to live posts
 
 Every post starts its history with the text it has: copied in batches of 1,000 posts,
-each committed alone, after the tables are made (issue 35), where one INSERT … SELECT of
-every post used to hold the new tables' locks on posts until it ended. A release stopped
-part of the way resumes where it stopped, and the code runs before it ends: a post not
-copied yet has no history yet, and its next save starts one.
+each committed alone, after the tables are made, where one INSERT … SELECT of every post
+used to hold the new tables' locks on posts until it ended. The release copies for a few
+seconds and the fleet does the rest (webapp/ops/release/backfills.py); the code runs
+before it ends: a post not copied yet has no history yet, and its next save starts one.
 
 Revision ID: 0022
 Revises: 0021
@@ -75,7 +75,7 @@ def upgrade():
     op.create_index('ix_scheduled_changes_apply_at', 'scheduled_changes', ['apply_at'],
                     if_not_exists=True)
     # every post starts its history with the text it has now, by nobody known
-    steps.backfill(IMPORT, table='posts')
+    steps.backfill('post history', IMPORT, table='posts')
 
 
 def downgrade():

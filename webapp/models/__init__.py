@@ -15,7 +15,7 @@ from .accounts import (
 from .audit import AuditEvent
 from .leadership import LeaderEvent, LeaderState, ProcessVersion
 from .media import MediaFile, MediaVariant
-from .ops import Deploy, Freeze
+from .ops import Deploy, Freeze, ReleaseBackfill
 from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .previews import PreviewLink
@@ -50,6 +50,7 @@ __all__ = [
     "Post",
     "PostRevision",
     "PreviewLink",
+    "ReleaseBackfill",
     "ProcessVersion",
     "ScheduledChange",
     "SiteState",

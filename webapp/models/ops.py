@@ -36,3 +36,21 @@ class Deploy(db.Model):
     release_seconds: Mapped[float | None]
     release_wait_seconds: Mapped[float | None]  # the longest the fleet waited behind it
     release_report: Mapped[str | None] = mapped_column(sa.Text)  # JSON: each migration
+
+
+class ReleaseBackfill(db.Model):
+    """A migration's backfill the release began and the fleet finishes (webapp.ops.release.
+    backfills): its statement, and how far its batches went."""
+
+    __tablename__ = "release_backfills"
+
+    name: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    table_name: Mapped[str] = mapped_column(sa.String(63))  # the rows it goes through
+    key_column: Mapped[str] = mapped_column(sa.String(63))  # in this column's order
+    statement: Mapped[str] = mapped_column(sa.Text)  # one batch: :after < key <= :upto
+    batch: Mapped[int]  # rows a batch
+    after_key: Mapped[int] = mapped_column(sa.BigInteger)  # every row up to it is done
+    batches: Mapped[int] = mapped_column(default=0)
+    began_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

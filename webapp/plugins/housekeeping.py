@@ -30,14 +30,20 @@ from ..models import (
     UserSession,
     WebhookDelivery,
 )
+from ..ops.release import backfills
 from ..posts import revisions
 from .base import Param, Plugin, RunContext
 
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
                 "leadership events, failed sign-ins, ended sign-in sessions, audit events, "
-                "old post revisions and expired preview links.")
+                "old post revisions and expired preview links; finishes the data copies a "
+                "release began.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
+                     misfire="run_once", grace_seconds=3600)
+# a release copies for seconds and leaves the rest of a backfill to the fleet: within minutes
+plugin.default_timer("backfills", "finish_backfills",
+                     name="Housekeeping: finish the releases' backfills", every=(5, "minutes"),
                      misfire="run_once", grace_seconds=3600)
 
 BATCH = 2000  # rows per delete: tens of milliseconds, far below the statement timeout
@@ -154,3 +160,11 @@ def trim_action(ctx: RunContext, **retention: int) -> str:
     counts = trim(ctx.started_at, **retention, more=more)
     done = "deleted " + ", ".join(f"{n} {name}" for name, n in counts.items())
     return done if more() else done + "; stopped at the time limit, the next run goes on"
+
+
+@plugin.action("finish_backfills")
+def finish_backfills_action(ctx: RunContext) -> str:
+    """Go on with the data copies releases left to the fleet, a batch at a time, pausing
+    after each as long as it took, until done or the run's time is up."""
+    done = backfills.finish(lambda: ctx.time_left() > MARGIN_SECONDS, ctx.pause)
+    return "; ".join(done) if done else "nothing left to do"

@@ -15,12 +15,14 @@ class Limits:
     lock_timeout: float
     retries: int
     statement_timeout: float
+    backfill_seconds: float = 0.0  # a backfill's batches in the release; the fleet does the rest
 
     @classmethod
     def of(cls, config: Mapping) -> "Limits":
         """Return the limits the app's configuration sets."""
         return cls(config["MIGRATION_LOCK_TIMEOUT_SECONDS"], config["MIGRATION_LOCK_RETRIES"],
-                   config["MIGRATION_STATEMENT_TIMEOUT_SECONDS"])
+                   config["MIGRATION_STATEMENT_TIMEOUT_SECONDS"],
+                   config["RELEASE_BACKFILL_SECONDS"])
 
     def session_sql(self) -> list[str]:
         """Return the statements that set these limits on the migrations' session."""

@@ -12,13 +12,13 @@ they would run on an empty database).
 - `add_foreign_key`, `add_check`: NOT VALID (a short lock, no scan), then VALIDATE in a
   transaction after it (a scan under a lock no read or write waits for);
 - `add_unique`: a unique index built concurrently, then the constraint made from it;
-- `backfill`: data copied or fixed in small batches, each its own transaction, resumable;
+- `backfill`: data copied or fixed in small batches, each its own transaction, resumable,
+  for a few seconds in the release and finished by the fleet;
 - `check_contract`: a contract step's first line, refusing while older code runs, and
   `drop_columns`, its work.
 """
 
 import contextlib
-import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -27,8 +27,6 @@ from flask import current_app
 
 from ...db import is_sqlite_dialect
 from .limits import Limits
-
-log = logging.getLogger("soloist.release")
 
 BATCH = 1000
 
@@ -233,36 +231,36 @@ def add_unique(name: str, table: str, columns: Sequence[str]) -> None:
         op.execute(f"ALTER TABLE {table} ADD CONSTRAINT {name} UNIQUE USING INDEX {name}")
 
 
-def backfill(sql: str, *, table: str, key: str = "id", batch: int = BATCH) -> None:
+def backfill(name: str, sql: str, *, table: str, key: str = "id",
+             batch: int = BATCH) -> None:
     """Run sql over table's rows in key order, batch rows at a time, each batch committed
-    alone, outside the migration's transaction.
+    alone, outside the migration's transaction; on PostgreSQL for RELEASE_BACKFILL_SECONDS at
+    most, the rest left to the fleet (webapp.ops.release.backfills), which finishes it.
 
+    name says what the backfill does (the release's report and the timer's runs show it).
     sql takes :after and :upto (the batch is after < key <= upto) and must leave alone the
-    rows it did already (NOT EXISTS …), so that a release stopped part of the way resumes,
-    and code that runs before it ends must not need it done (docs/deploying.md).
+    rows it did already (NOT EXISTS …), so that a batch stopped part of the way can run
+    again; and the code must not need it done (docs/deploying.md).
     """
+    from . import backfills  # the models, with a migration only
+
     op = _op()
-    step = sa.text(sql)
-    bounds = sa.text(f"SELECT max({key}) FROM (SELECT {key} FROM {table} WHERE {key} > :after "
-                     f"ORDER BY {key} LIMIT :batch) AS batch")
     with outside_transaction():
-        say(f"backfill: {table} in batches of {batch} by {key}")
+        say(f"backfill: {table} in batches of {batch} by {key} ({name}; the release runs it "
+            "for RELEASE_BACKFILL_SECONDS at most, the fleet finishes it)")
         if offline():
-            op.execute(step.bindparams(after=0, upto=batch))
+            op.execute(sa.text(sql).bindparams(after=0, upto=batch))
             return
         bind = op.get_bind()
-        first = bind.execute(sa.text(f"SELECT min({key}) FROM {table}")).scalar()
-        if first is None:
+        begun = backfills.begin(bind, name, sql, table, key, batch)
+        if begun is None:
             return
-        after, done = first - 1, 0
-        while True:
-            upto = bind.execute(bounds, {"after": after, "batch": batch}).scalar()
-            if upto is None:
-                break
-            bind.execute(step, {"after": after, "upto": upto})
-            after, done = upto, done + 1
-            if done % 100 == 0:
-                log.info("backfill of %s: %d batches, up to %s %s", table, done, key, upto)
+        seconds = Limits.of(current_app.config).backfill_seconds if on_postgresql() else None
+        if not backfills.run_for(bind, begun, seconds):
+            config = op.get_context().config
+            recorder = config.attributes.get("recorder") if config is not None else None
+            if recorder is not None:
+                recorder.left_to_fleet(begun.said())
 
 
 def check_contract(required: str) -> None:
