@@ -27,7 +27,7 @@ from tests.cluster import BIN, ROOT, Instance, flask_cmd, procfile
 # deployed branch, or the platform's SOURCE_VERSION / HEROKU_SLUG_COMMIT), and keep this
 # test passing. A contract migration (dropping what this release still reads) can only land
 # once PREVIOUS_RELEASE has moved past the last commit that read it.
-PREVIOUS_RELEASE = "9237c79"
+PREVIOUS_RELEASE = "81e5d96"
 
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
