@@ -1,7 +1,7 @@
 """Readers behind Varnish: how soon each change reaches them, and how much Varnish spares.
 
 A fleet of --instances x --workers gunicorn processes (2 x 2) on a throwaway database, behind
-a real Varnish (tests/edge.py: Debian's varnishd, the handbook's VCL docs/soloist.vcl, the
+a real Varnish (tests/harness/edge.py: Debian's varnishd, the handbook's VCL docs/soloist.vcl, the
 instances taken in turn), run twice: without CACHE_PURGE (the copies' lifetimes alone: the
 "before") and with CACHE_PURGE naming the Varnish (purges from the outbox). Readers are
 threads, one a page, each a GET every --interval (0.1 s) through Varnish, signed out.
@@ -35,8 +35,8 @@ from datetime import UTC, datetime, timedelta
 
 from common import Bench, log, percentile, report, run_main, secs, table
 
-from tests.cluster import wait_for
-from tests.edge import Read, Varnish
+from tests.harness.cluster import wait_for
+from tests.harness.edge import Read, Varnish
 
 PAGES = ("post", "home", "feed", "sitemap")
 TARGET = 1.0  # seconds after the change (issue 33)
@@ -83,8 +83,8 @@ class Fleet:
     """The fleet, its Varnish, and an app on its database to make changes with."""
 
     def __init__(self, bench: Bench, args: argparse.Namespace, purge: bool) -> None:
-        from tests.cluster import Instance
-        from tests.support import make_app
+        from tests.harness.cluster import Instance
+        from tests.harness.support import make_app
 
         self.bench, self.args, self.purge, self.serial = bench, args, purge, 0
         instances = [Instance(f"edge{i + 1}", bench.url, workers=args.workers,

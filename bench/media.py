@@ -61,7 +61,7 @@ def fill(url: str, n: int) -> list[str]:
     """Upload n small distinct JPEGs through webapp.media; return their content addresses."""
     from PIL import Image
 
-    from tests.support import make_app
+    from tests.harness.support import make_app
     from webapp import media
     from webapp.extensions import db
 
@@ -96,7 +96,7 @@ def twelve_megapixels(n: int) -> bytes:
 
 def upload_once(base: str, token: str, data: bytes, n: int) -> float:
     """POST one multipart upload (distinct bytes each time); return its seconds."""
-    from tests.cluster import post_media
+    from tests.harness.cluster import post_media
 
     started = time.monotonic()
     status, answer = post_media(base, token, data, f"photo-{n}.jpg", f"Bench photo {n}")
@@ -108,8 +108,8 @@ def upload_once(base: str, token: str, data: bytes, n: int) -> float:
 def refuse_gif(inst, token: str, runs: int) -> list[tuple[float, float]]:
     """POST the 2000 × 2000 × 20-frame GIF runs times; return each refusal's seconds and
     the most any worker's peak memory (VmHWM, reset first) rose during it, in MB."""
-    from tests import media_files
-    from tests.cluster import peak_rss_mb, post_media
+    from tests.harness import media_files
+    from tests.harness.cluster import peak_rss_mb, post_media
 
     gif, found = media_files.animated_gif(), []
     for _ in range(runs):
@@ -147,7 +147,7 @@ def start_instance(bench):
 def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], list[float], int, list]:
     from common import Bench, log
 
-    from tests.support import cli_user
+    from tests.harness.support import cli_user
 
     results = []
     with Bench("media") as bench, tempfile.TemporaryDirectory(prefix="soloist-media-") as tmp:

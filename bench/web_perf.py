@@ -149,7 +149,7 @@ class Standbys:
 
     def start(self, n: int) -> None:
         """Start n standbys."""
-        from tests.cluster import base_env
+        from tests.harness.cluster import base_env
 
         for i in range(1, n + 1):
             log_file = open(self.log_dir / f"standby{i}.log", "w")  # noqa: SIM115

@@ -1,5 +1,5 @@
 """Fixtures: a real PostgreSQL database per test session, SQLite files per test, and
-flaskr-style app, client, runner and auth fixtures (the helpers live in tests/support.py)."""
+flaskr-style app, client, runner and auth fixtures (the helpers live in tests/harness/)."""
 
 import os
 import sqlite3
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import Instance, LockView, drop_database, migrated_database, stop_all
-from tests.receiver import Receiver
-from tests.support import (
+from tests.harness.cluster import Instance, LockView, drop_database, migrated_database, stop_all
+from tests.harness.receiver import Receiver
+from tests.harness.support import (
     CHROMIUM,
     Api,
     AuthActions,
@@ -243,7 +243,7 @@ def sqlite_app(sqlite_url):
 
 @pytest.fixture
 def receiver():
-    """Return a local webhook receiver (tests/receiver.py) on 127.0.0.1, closed after."""
+    """Return a local webhook receiver (tests/harness/receiver.py) on 127.0.0.1, closed after."""
     running = Receiver().start()
     yield running
     running.close()
@@ -281,7 +281,7 @@ def browser():
 
 @pytest.fixture
 def site(app):
-    """Serve app from a thread with a post, a timer and one user per role (tests.support.pages)."""
+    """Serve app from a thread with a post, a timer and one user per role (support.pages)."""
     found = seed_site(app)
     with serve(app) as url:
         yield {"url": url, **found}

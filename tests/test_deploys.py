@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import (
+from tests.harness.cluster import (
     PLUGINS_KEY,
     PUBLISH_KEY,
     Instance,
@@ -19,7 +19,7 @@ from tests.cluster import (
     flask_cmd,
     wait_for,
 )
-from tests.support import PASSWORD, WebSession, cli_user, text
+from tests.harness.support import PASSWORD, WebSession, cli_user, text
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
 from webapp.models import Deploy, LeaderEvent, Post

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from flask_migrate import Migrate
 
-from tests.cluster import ROOT, create_database, drop_database, migrated_database
-from tests.support import make_app, new_post, post_form, text
+from tests.harness.cluster import ROOT, create_database, drop_database, migrated_database
+from tests.harness.support import make_app, new_post, post_form, text
 from webapp.extensions import db
 from webapp.version import schema_head
 

@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 from werkzeug.serving import make_server
 
-from tests import media_files
-from tests.cluster import (
+from tests.harness import media_files
+from tests.harness.cluster import (
     ADMIN_URL,
     PLUGINS_KEY,
     PUBLISH_KEY,
