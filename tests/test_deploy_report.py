@@ -52,7 +52,7 @@ def test_the_release_phase_records_the_platforms_version(app, monkeypatch, varia
     for name in RELEASE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, "v42-abc")
-    # the real command, in this process (test_deploy.py runs the Procfile's release line)
+    # the real command, in this process (test_procfile_on_heroku.py runs the Procfile's release)
     result = app.test_cli_runner().invoke(args=["release"])
     assert result.exit_code == 0, result.output
     assert "recorded deploy v42-abc" in result.output
