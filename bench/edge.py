@@ -314,7 +314,7 @@ def visible_rows(label: str, found: dict, deadline: float) -> list[list[str]]:
 def main() -> None:
     from common import fleet_parser
 
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
     parser = fleet_parser(__doc__.splitlines()[0], instances=2, workers=2)
     parser.add_argument("--trials", type=int, default=5)
@@ -334,7 +334,7 @@ def main() -> None:
         if args.before_trials:
             results["before"] = run_fleet(bench, args, False, args.before_trials)
         results["after"] = run_fleet(bench, args, True, args.trials)
-    loop = min(_reference_loop() for _ in range(3))
+    loop = machine_speed()
     rows, steady_rows = [], []
     for label, key in (("no CACHE_PURGE (before)", "before"), ("CACHE_PURGE", "after")):
         if key not in results:
@@ -366,7 +366,7 @@ def main() -> None:
                     and not down["failed"] else "**no**"]])))
     report("Readers behind Varnish: every change on time at the edge", sections, [
         f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
-        "(best of 3, after the run; tests/conftest.py).",
+        "(best of 3, after the run; tests/harness/speed.py).",
         f"Fleet: {args.instances} gunicorn instances x {args.workers} workers, schedulers "
         "running, behind one varnishd (malloc 64 MB, default_grace 60 s, the instances in "
         "turn); readers: one thread a page, a GET every "

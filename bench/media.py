@@ -16,7 +16,7 @@ copies made and everything stored; the time is the request's, end to end, as the
 waits for it. Then a GIF of 20 frames of 2000 × 2000 pixels (773 bytes, 320 MB decoded) is
 sent --uploads times: refused (422) past MEDIA_MAX_DECODED_MB, timed end to end, with how
 far each worker's peak memory (VmHWM, reset before each) rose. The machine's loop speed
-(tests/conftest.py) is printed with the tables. Statuses are counted from gunicorn's
+(tests/harness/speed.py) is printed with the tables. Statuses are counted from gunicorn's
 access log; the database is dropped on the way out.
 
     .venv/bin/python bench/media.py [--files 1000] [--connections 16] [--threads 2]
@@ -195,9 +195,9 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int,
                      f"{own:.2f} ms", f"{cpu['others'] / cpu['wall_cores'] * 100:.0f} %",
                      f">= {target:,.0f} req/s",
                      "yes" if r["rps"] >= target and right else "**no**"])
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
-    worst, loop = max(times), min(_reference_loop() for _ in range(3))
+    worst, loop = max(times), machine_speed()
     upload_rows = [[f"12 MP JPEG ({photo_size / 1e6:.1f} MB) → stored with 480/640/960/1600 "
                     "widths and their WebP copies",
                     str(len(times)), f"{sorted(times)[len(times) // 2]:.2f} s", f"{worst:.2f} s",
@@ -221,7 +221,7 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int,
                 "grown", "target", "met?"], refusal_rows)),
     ], [
         f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
-        "(best of 3, after the run; tests/conftest.py).",
+        "(best of 3, after the run; tests/harness/speed.py).",
         f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
         f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
         f"{args.files:,} files of 640 × 427 pixels (the original and its 480 width).",

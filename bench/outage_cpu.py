@@ -30,7 +30,7 @@ from tests.harness.pgserver import PgServer
 
 CPU_TARGET = 0.02  # s a second per instance while the database is away
 BACK_TARGET = 2.0  # s from the server accepting connections to both keys led
-LOOP = 1_000_000  # the machine's speed: this many Python additions (tests/conftest.py)
+LOOP = 1_000_000  # the machine's speed: this many Python additions (tests/harness/speed.py)
 
 
 def loop_ms() -> float:

@@ -4,5 +4,7 @@ The app and its users (support), fleets of real gunicorn instances (cluster, fau
 throwaway servers (pgserver, pgbouncer, edge: Varnish, cache_apis), hosts cut off the network
 (netfault), receivers (receiver, traffic), a passkey device (authenticator), images
 (media_files), the fault scenarios (chaos, failover, outage, partition, scenarios, slowdb,
-handover) and the previous release (previous_release).
+handover), the previous release (previous_release), the test database emptied between
+tests (database), the machine's speed (speed), and the suite's pytest hooks (plugin: the run
+order across xdist workers).
 """
