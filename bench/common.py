@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 import psycopg  # noqa: E402
 
-from tests.cluster import (  # noqa: E402
+from tests.harness.cluster import (  # noqa: E402
     ADMIN_URL,
     PLUGINS_KEY,
     PUBLISH_KEY,
@@ -39,7 +39,7 @@ from tests.cluster import (  # noqa: E402
     pid_of,
     wait_for,
 )
-from tests.previous_release import Release  # noqa: E402
+from tests.harness.previous_release import Release  # noqa: E402
 
 __all__ = ["ADMIN_URL", "PLUGINS_KEY", "PUBLISH_KEY", "Bench", "SeedFleet", "pid_of", "wait_for"]
 
@@ -75,7 +75,7 @@ def _interrupt(signum: int, _frame: object) -> None:
 class Bench:
     """A throwaway migrated database plus every process started on it.
 
-    With a release (tests/previous_release.py), that release's own release phase migrates
+    With a release (tests/harness/previous_release.py), that release's own release phase migrates
     the database and its code runs the fleet: a deploy's old side.
     """
 

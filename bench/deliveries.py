@@ -2,7 +2,7 @@
 
 Every row starts its own fleet (gunicorn instances x WORKERS workers, each instance in a
 process group of its own) on a fresh database of one throwaway PostgreSQL server
-(tests/pgserver.py), with WEBHOOK_ALLOW_PRIVATE=true so local receivers can be subscribed,
+(tests/harness/pgserver.py), with WEBHOOK_ALLOW_PRIVATE=true so local receivers can be subscribed,
 and prints the measured value beside issue 11's target:
 
 - dead: two endpoints subscribed to post.published through the admin API, one that never
@@ -17,7 +17,7 @@ and prints the measured value beside issue 11's target:
   --timer-every s through the editors' timer form, and every slot falling due in the
   --hung-window s after the first post is due must have run (a timer_runs row, started
   before the next slot).
-- chaos: the chaos run of tests/chaos.py (--chaos-seconds of random faults every ~2 s plus
+- chaos: the chaos run of tests/harness/chaos.py (--chaos-seconds of random faults every ~2 s plus
   one database restart, --chaos-instances instances), its receiver failing every 7th
   request; nobody asks the deliver timer to run early. Every post must reach the receiver
   within 60 s after the run ends, under one delivery id; up to --receipt-wait s are
@@ -45,14 +45,14 @@ from pathlib import Path
 from common import ROOT, log, percentile, run_main
 from faults import Row, fleet_for, run_rows
 
-from tests.chaos import FLEET_ENV, SECRET, Chaos
-from tests.cluster import PLUGINS_KEY, wait_for
-from tests.faultkit import ADMIN, FaultFleet
-from tests.handover import queue_deliveries, received
-from tests.pgserver import PgServer
-from tests.receiver import Receiver
-from tests.support import WebSession, csrf_from
-from tests.traffic import WebhookReceiver
+from tests.harness.chaos import FLEET_ENV, SECRET, Chaos
+from tests.harness.cluster import PLUGINS_KEY, wait_for
+from tests.harness.faultkit import ADMIN, FaultFleet
+from tests.harness.handover import queue_deliveries, received
+from tests.harness.pgserver import PgServer
+from tests.harness.receiver import Receiver
+from tests.harness.support import WebSession, csrf_from
+from tests.harness.traffic import WebhookReceiver
 
 ROWS = ("dead", "hung", "chaos", "handover")
 ALLOW = {"WEBHOOK_ALLOW_PRIVATE": "true"}

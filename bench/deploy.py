@@ -3,7 +3,7 @@
 A platform runs the new version's `release:` (the Procfile's line) while the old instances
 still serve. For each run, on a fresh database:
 
-1. the previous release (--commit, built from git by tests/previous_release.py, as the
+1. the previous release (--commit, built from git by tests/harness/previous_release.py, as the
    suite's test builds it) migrates the database with its own release phase;
 2. POSTS published posts are seeded (bench/web_perf.py's Markdown bodies, ~1.9 KB) and,
    where that schema has them, two revisions a post and a media file (two widths) for
@@ -21,8 +21,8 @@ cancelled session told apart by its application_name: the old fleet's are solois
 
 The release only has work when the database is at an older schema than HEAD's: the default
 --commit is 0a7fa1f, the release before migrations 0015–0024 that issue 35 deployed from.
-The suite's previous release (tests/previous_release.PREVIOUS_RELEASE) is the last one that
-landed, a new table behind at most: a deploy from it has little to measure.
+The suite's previous release (tests/harness/previous_release.PREVIOUS_RELEASE) is the last
+one that landed, a new table behind at most: a deploy from it has little to measure.
 
     .venv/bin/python bench/deploy.py [--posts 10000] [--runs 1] [--commit 0a7fa1f]
 """
@@ -39,10 +39,10 @@ from common import ROOT, Bench, fleet_parser, log, report, run_main, table
 from deploy_traffic import DuePosts, Sampler, Traffic, server_log
 from web_perf import fill
 
-from tests.cluster import BIN, base_env
-from tests.previous_release import build, run_procfile
-from tests.receiver import Receiver
-from tests.support import PASSWORD, make_app
+from tests.harness.cluster import BIN, base_env
+from tests.harness.previous_release import build, run_procfile
+from tests.harness.receiver import Receiver
+from tests.harness.support import PASSWORD, make_app
 from webapp.ops.release import backfills
 
 ADMIN = "deploy-admin@example.com"

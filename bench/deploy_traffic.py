@@ -17,8 +17,8 @@ from pathlib import Path
 import psycopg
 from common import ADMIN_URL, log, wait_for
 
-from tests.cluster import Instance, instance_api
-from tests.support import WebSession
+from tests.harness.cluster import Instance, instance_api
+from tests.harness.support import WebSession
 
 Steps = Iterator[tuple[str, Callable[[], object]]]
 

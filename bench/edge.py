@@ -1,7 +1,7 @@
 """Readers behind Varnish: how soon each change reaches them, and how much Varnish spares.
 
 A fleet of --instances x --workers gunicorn processes (2 x 2) on a throwaway database, behind
-a real Varnish (tests/edge.py: Debian's varnishd, the handbook's VCL docs/soloist.vcl, the
+a real Varnish (tests/harness/edge.py: Debian's varnishd, the handbook's VCL docs/soloist.vcl, the
 instances taken in turn), run twice: without CACHE_PURGE (the copies' lifetimes alone: the
 "before") and with CACHE_PURGE naming the Varnish (purges from the outbox). Readers are
 threads, one a page, each a GET every --interval (0.1 s) through Varnish, signed out.
@@ -35,8 +35,8 @@ from datetime import UTC, datetime, timedelta
 
 from common import Bench, log, percentile, report, run_main, secs, table
 
-from tests.cluster import wait_for
-from tests.edge import Read, Varnish
+from tests.harness.cluster import wait_for
+from tests.harness.edge import Read, Varnish
 
 PAGES = ("post", "home", "feed", "sitemap")
 TARGET = 1.0  # seconds after the change (issue 33)
@@ -83,8 +83,8 @@ class Fleet:
     """The fleet, its Varnish, and an app on its database to make changes with."""
 
     def __init__(self, bench: Bench, args: argparse.Namespace, purge: bool) -> None:
-        from tests.cluster import Instance
-        from tests.support import make_app
+        from tests.harness.cluster import Instance
+        from tests.harness.support import make_app
 
         self.bench, self.args, self.purge, self.serial = bench, args, purge, 0
         instances = [Instance(f"edge{i + 1}", bench.url, workers=args.workers,
@@ -314,7 +314,7 @@ def visible_rows(label: str, found: dict, deadline: float) -> list[list[str]]:
 def main() -> None:
     from common import fleet_parser
 
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
     parser = fleet_parser(__doc__.splitlines()[0], instances=2, workers=2)
     parser.add_argument("--trials", type=int, default=5)
@@ -334,7 +334,7 @@ def main() -> None:
         if args.before_trials:
             results["before"] = run_fleet(bench, args, False, args.before_trials)
         results["after"] = run_fleet(bench, args, True, args.trials)
-    loop = min(_reference_loop() for _ in range(3))
+    loop = machine_speed()
     rows, steady_rows = [], []
     for label, key in (("no CACHE_PURGE (before)", "before"), ("CACHE_PURGE", "after")):
         if key not in results:
@@ -366,7 +366,7 @@ def main() -> None:
                     and not down["failed"] else "**no**"]])))
     report("Readers behind Varnish: every change on time at the edge", sections, [
         f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
-        "(best of 3, after the run; tests/conftest.py).",
+        "(best of 3, after the run; tests/harness/speed.py).",
         f"Fleet: {args.instances} gunicorn instances x {args.workers} workers, schedulers "
         "running, behind one varnishd (malloc 64 MB, default_grace 60 s, the instances in "
         "turn); readers: one thread a page, a GET every "

@@ -2,7 +2,7 @@
 
 Every row starts its own fleet (INSTANCES gunicorn instances x WORKERS workers, each
 instance in a process group of its own, like a host) on a fresh database of one throwaway
-PostgreSQL server (tests/pgserver.py: initdb in a temporary directory, run as the
+PostgreSQL server (tests/harness/pgserver.py: initdb in a temporary directory, run as the
 `postgres` user, restarted at will; the shared server is never touched but to read its
 version), and prints the measured value beside the issue's target:
 
@@ -21,21 +21,21 @@ version), and prints the measured value beside the issue's target:
   (database clock, same host) of a standby on another instance, and whether the upload
   was still running then.
 - chaos: --chaos-seconds of random faults every ~2 s plus one database restart
-  (tests/chaos.py), a local webhook receiver failing 15 % of requests; then every post must
+  (tests/harness/chaos.py), a local webhook receiver failing 15 % of requests; then every post must
   be published once, never early, received under one delivery id (waiting up to
   --receipt-wait s after the run, asking the webhooks `deliver` timer to run now). A
   second row: the live posts' scheduled changes due through the run, each swapped in once.
 
-- partition: the publish leader's instance runs in a network namespace (tests/netfault.py);
+- partition: the publish leader's instance runs in a network namespace (tests/harness/netfault.py);
   --partition-posts posts fall due over --partition-spread s while a blackhole cuts it from
   PostgreSQL for --partition-seconds s (both directions, no reset); a standby in the root
   namespace. Posts late (max), posts twice, the longest web request to the cut host,
   workers standing by after the heal, /readyz 200s while stuck, the server's sessions of
-  the cut host (tests/partition.py). LEADER_STALE_SECONDS is --stale.
+  the cut host (tests/harness/partition.py). LEADER_STALE_SECONDS is --stale.
 - failover: a primary and its streaming replica, the fleet on the multi-host URL
   (target_session_attrs=read-write); --failover-posts posts over --failover-spread s; a
   third of the way in, the primary stops with -m immediate and the replica is promoted 2 s
-  later (tests/failover.py). Both keys led after the promotion, each post once, one
+  later (tests/harness/failover.py). Both keys led after the promotion, each post once, one
   webhook-id per post at the receiver.
 - lossy: the same, with the primary's walsenders SIGSTOPped 1.2 s before the hard stop (the
   last commits never reach the replica).
@@ -61,15 +61,15 @@ from pathlib import Path
 
 from common import log, percentile, report, run_main, table
 
-from tests.chaos import FLEET_ENV, SECRET, Chaos
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, wait_for
-from tests.failover import app_sessions_after, run_failover
-from tests.faultkit import FaultFleet
-from tests.netfault import Netns
-from tests.partition import run_partition, start_partition_fleet
-from tests.pgbouncer import PgBouncer
-from tests.pgserver import PgServer, multi_host_url
-from tests.scenarios import (
+from tests.harness.chaos import FLEET_ENV, SECRET, Chaos
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, wait_for
+from tests.harness.failover import app_sessions_after, run_failover
+from tests.harness.faultkit import FaultFleet
+from tests.harness.netfault import Netns
+from tests.harness.partition import run_partition, start_partition_fleet
+from tests.harness.pgbouncer import PgBouncer
+from tests.harness.pgserver import PgServer, multi_host_url
+from tests.harness.scenarios import (
     HookReceiver,
     await_receipts,
     freeze_when_burst_starts,
@@ -81,7 +81,7 @@ from tests.scenarios import (
     subscribe,
     upload_to,
 )
-from tests.traffic import WebhookReceiver, WebLoad
+from tests.harness.traffic import WebhookReceiver, WebLoad
 
 ROWS = ("freeze", "load", "restart", "term", "chaos", "chaos-defaults", "partition",
         "failover", "lossy", "standby", "pooler")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PIL import Image, ImageOps
 
-from tests.cluster import Instance, base_env, flask_cmd, wait_for
-from tests.support import cli_user, make_app
+from tests.harness.cluster import Instance, base_env, flask_cmd, wait_for
+from tests.harness.support import cli_user, make_app
 
 EDITOR = "judged@example.com"
 BODY_WITH_IMAGE = """The boats came in at dawn, as they do on the first calm morning after \

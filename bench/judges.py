@@ -266,9 +266,9 @@ def main() -> None:
 
 def print_report(args: argparse.Namespace, tools: Tools, found: dict, load: float) -> None:
     """Print the tables, with the tools' versions and the machine's loop speed."""
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
-    loop = min(_reference_loop() for _ in range(3))
+    loop = machine_speed()
     html_rows, notes = nu_rows(found["nu"])
     css_rows, css_notes = nu_rows(found["css"])
     light = found["lighthouse"]
@@ -276,7 +276,7 @@ def print_report(args: argparse.Namespace, tools: Tools, found: dict, load: floa
     print(f"\n## Outside judges\n\nCommand: `{command_line()}`  \n"
           f"Machine: {os.cpu_count()} CPUs; load average (1 min) {load:.2f} at the start, "
           f"{os.getloadavg()[0]:.2f} at the end; {REFERENCE_LOOP:,} Python additions in "
-          f"{loop * 1000:.0f} ms (best of 3, after the run; tests/conftest.py)  \n"
+          f"{loop * 1000:.0f} ms (best of 3, after the run; tests/harness/speed.py)  \n"
           f"Lighthouse {first['version']}, {first['chrome']}; {nu_version(tools)}\n")
     print("### Lighthouse (the median of the runs)\n")
     print(table(["page", "form factor", "runs", "performance", "accessibility", "best practices",

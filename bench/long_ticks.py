@@ -4,7 +4,7 @@ Starts INSTANCES gunicorn instances x WORKERS workers with LEADER_STALE_SECONDS=
 a fresh database, makes every INSERT into outbox_events take --slow s (a PL/pgSQL trigger
 calling pg_sleep, FOR EACH STATEMENT: one a batch; with --each ROW, every row), then makes
 --posts publications, --batch takedowns and --batch scheduled changes of live posts due at
-one moment (tests/slowdb.py). Polls leader_state every 50 ms for the publish key's
+one moment (tests/harness/slowdb.py). Polls leader_state every 50 ms for the publish key's
 heartbeat age until every unit is done, then reports evictions and leadership changes,
 each kind of unit done exactly once (one outbox row of its topic), the time until the last
 was done, the batches (distinct tick clocks in the outbox) and the oldest heartbeat seen.
@@ -17,8 +17,8 @@ import time
 
 from common import PUBLISH_KEY, Bench, fleet_parser, log, report, run_main, secs, table
 
-from tests.conftest import REFERENCE_LOOP, _reference_loop
-from tests.slowdb import make_due, slow_outbox, units_done_once
+from tests.harness.slowdb import make_due, slow_outbox, units_done_once
+from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
 HEARTBEAT_AGE_SQL = """
 SELECT extract(epoch FROM clock_timestamp() - heartbeat_at)::float8 FROM leader_state
@@ -84,7 +84,7 @@ def main() -> None:
     args = parse_args()
     with Bench("long_ticks") as bench:
         result = run(bench, args)
-    loop = min(_reference_loop() for _ in range(3))
+    loop = machine_speed()
     report(f"Long ticks ({args.instances} instances × {args.workers} workers)",
            [("Slow outbox", summary(result, args))],
            [f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "

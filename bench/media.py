@@ -16,7 +16,7 @@ copies made and everything stored; the time is the request's, end to end, as the
 waits for it. Then a GIF of 20 frames of 2000 × 2000 pixels (773 bytes, 320 MB decoded) is
 sent --uploads times: refused (422) past MEDIA_MAX_DECODED_MB, timed end to end, with how
 far each worker's peak memory (VmHWM, reset before each) rose. The machine's loop speed
-(tests/conftest.py) is printed with the tables. Statuses are counted from gunicorn's
+(tests/harness/speed.py) is printed with the tables. Statuses are counted from gunicorn's
 access log; the database is dropped on the way out.
 
     .venv/bin/python bench/media.py [--files 1000] [--connections 16] [--threads 2]
@@ -61,7 +61,7 @@ def fill(url: str, n: int) -> list[str]:
     """Upload n small distinct JPEGs through webapp.media; return their content addresses."""
     from PIL import Image
 
-    from tests.support import make_app
+    from tests.harness.support import make_app
     from webapp import media
     from webapp.extensions import db
 
@@ -96,7 +96,7 @@ def twelve_megapixels(n: int) -> bytes:
 
 def upload_once(base: str, token: str, data: bytes, n: int) -> float:
     """POST one multipart upload (distinct bytes each time); return its seconds."""
-    from tests.cluster import post_media
+    from tests.harness.cluster import post_media
 
     started = time.monotonic()
     status, answer = post_media(base, token, data, f"photo-{n}.jpg", f"Bench photo {n}")
@@ -108,8 +108,8 @@ def upload_once(base: str, token: str, data: bytes, n: int) -> float:
 def refuse_gif(inst, token: str, runs: int) -> list[tuple[float, float]]:
     """POST the 2000 × 2000 × 20-frame GIF runs times; return each refusal's seconds and
     the most any worker's peak memory (VmHWM, reset first) rose during it, in MB."""
-    from tests import media_files
-    from tests.cluster import peak_rss_mb, post_media
+    from tests.harness import media_files
+    from tests.harness.cluster import peak_rss_mb, post_media
 
     gif, found = media_files.animated_gif(), []
     for _ in range(runs):
@@ -147,7 +147,7 @@ def start_instance(bench):
 def run(args: argparse.Namespace, wrk: str) -> tuple[list[dict], list[float], int, list]:
     from common import Bench, log
 
-    from tests.support import cli_user
+    from tests.harness.support import cli_user
 
     results = []
     with Bench("media") as bench, tempfile.TemporaryDirectory(prefix="soloist-media-") as tmp:
@@ -195,9 +195,9 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int,
                      f"{own:.2f} ms", f"{cpu['others'] / cpu['wall_cores'] * 100:.0f} %",
                      f">= {target:,.0f} req/s",
                      "yes" if r["rps"] >= target and right else "**no**"])
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
-    worst, loop = max(times), min(_reference_loop() for _ in range(3))
+    worst, loop = max(times), machine_speed()
     upload_rows = [[f"12 MP JPEG ({photo_size / 1e6:.1f} MB) → stored with 480/640/960/1600 "
                     "widths and their WebP copies",
                     str(len(times)), f"{sorted(times)[len(times) // 2]:.2f} s", f"{worst:.2f} s",
@@ -221,7 +221,7 @@ def print_report(args, results: list[dict], times: list[float], photo_size: int,
                 "grown", "target", "met?"], refusal_rows)),
     ], [
         f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
-        "(best of 3, after the run; tests/conftest.py).",
+        "(best of 3, after the run; tests/harness/speed.py).",
         f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
         f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
         f"{args.files:,} files of 640 × 427 pixels (the original and its 480 width).",

@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--deliveries", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
-    from tests.support import make_app
+    from tests.harness.support import make_app
     from webapp.extensions import db
 
     token = secrets.token_urlsafe(32)

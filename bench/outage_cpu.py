@@ -1,10 +1,10 @@
 """Outage CPU: what each instance burns while its database is away, and how soon it leads again.
 
 INSTANCES gunicorn instances x WORKERS workers (each instance in a process group of its
-own, like a host) on a throwaway PostgreSQL server (tests/pgserver.py). For each of
+own, like a host) on a throwaway PostgreSQL server (tests/harness/pgserver.py). For each of
 --trials: the fleet idles --seconds s with the database up (the baseline), then the server
 is stopped (fast) for --seconds s. CPU is read from /proc (utime + stime of each instance's
-master and workers, tests/outage.py), so it counts what the instance used itself, however
+master and workers, tests/harness/outage.py), so it counts what the instance used itself, however
 busy the machine is. Then the server starts again: seconds from it accepting connections
 until both keys are held by live workers (pg_locks, polled every 20 ms).
 
@@ -24,13 +24,13 @@ from pathlib import Path
 
 from common import _interrupt, fleet_parser, log, report, run_main, table
 
-from tests.faultkit import FaultFleet
-from tests.outage import cpu_seconds, database_away
-from tests.pgserver import PgServer
+from tests.harness.faultkit import FaultFleet
+from tests.harness.outage import cpu_seconds, database_away
+from tests.harness.pgserver import PgServer
 
 CPU_TARGET = 0.02  # s a second per instance while the database is away
 BACK_TARGET = 2.0  # s from the server accepting connections to both keys led
-LOOP = 1_000_000  # the machine's speed: this many Python additions (tests/conftest.py)
+LOOP = 1_000_000  # the machine's speed: this many Python additions (tests/harness/speed.py)
 
 
 def loop_ms() -> float:

@@ -287,7 +287,7 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=5, help="events fanned out per tick")
     parser.add_argument("--no-trim", action="store_true", help="skip timing housekeeping")
     args = parser.parse_args()
-    from tests.support import make_app
+    from tests.harness.support import make_app
     from webapp.extensions import db
     from webapp.plugins import registry
 

@@ -175,7 +175,7 @@ def time_pages(client, clock: SqlClock, urls: list[tuple[str, str]],
 
 
 def signed_in_client(app):
-    from tests.support import AuthActions
+    from tests.harness.support import AuthActions
 
     client = app.test_client()
     AuthActions(client).login("editor", email="bench@example.com")
@@ -189,7 +189,7 @@ def main() -> None:
     parser.add_argument("--revisions", type=int, default=1000, help="of the history post")
     parser.add_argument("--history-rounds", type=int, default=50)
     args = parser.parse_args()
-    from tests.support import make_app
+    from tests.harness.support import make_app
     from webapp.extensions import db
 
     with Bench("posts_list") as bench:

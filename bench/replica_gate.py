@@ -21,10 +21,10 @@ import psycopg
 from common import fleet_parser, log, ms, percentile, report, run_main, table
 from faults import Row
 
-from tests.cluster import wait_for
-from tests.faultkit import FaultFleet
-from tests.pgserver import PgServer
-from tests.receiver import Receiver
+from tests.harness.cluster import wait_for
+from tests.harness.faultkit import FaultFleet
+from tests.harness.pgserver import PgServer
+from tests.harness.receiver import Receiver
 
 MODES = ("off", "auto")
 SECRET = "bench-replica-gate-secret-0123"

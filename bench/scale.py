@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from common import log, percentile, run_main, secs, table  # noqa: E402
 
-from tests.cluster import PUBLISH_KEY, pid_of, wait_for  # noqa: E402
-from tests.faultkit import KEYS, FaultFleet  # noqa: E402
-from tests.pgbouncer import PgBouncer  # noqa: E402
-from tests.pgserver import PgServer  # noqa: E402
-from tests.scenarios import load_paths  # noqa: E402
-from tests.traffic import WebLoad  # noqa: E402
+from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for  # noqa: E402
+from tests.harness.faultkit import KEYS, FaultFleet  # noqa: E402
+from tests.harness.pgbouncer import PgBouncer  # noqa: E402
+from tests.harness.pgserver import PgServer  # noqa: E402
+from tests.harness.scenarios import load_paths  # noqa: E402
+from tests.harness.traffic import WebLoad  # noqa: E402
 
 ROLES_SQL = """
 SELECT coalesce(application_name, ''), count(*) FROM pg_stat_activity

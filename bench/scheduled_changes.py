@@ -3,7 +3,7 @@
 Starts INSTANCES gunicorn instances x WORKERS workers on a fresh database, adds CHANGES live
 posts and gives each a scheduled change due evenly over SPREAD s starting LEAD s from now
 (plain SQL INSERT into scheduled_changes + NOTIFY soloist_wake 'publish', as
-tests/faultkit.py does), waits until none is pending and reports the swap lag: the
+tests/harness/faultkit.py does), waits until none is pending and reports the swap lag: the
 post.updated outbox row's created_at (the publish leader's tick clock) minus apply_at. Then
 BURST changes all due at the same moment. Every change must be swapped in exactly once: one
 post.updated row, the new body, nothing left pending, never before apply_at.
@@ -17,7 +17,7 @@ import time
 
 from common import Bench, fleet_parser, log, ms, percentile, report, run_main, secs, table, wait_for
 
-from tests.faultkit import INSERT_SQL, changed, schedule_changes
+from tests.harness.faultkit import INSERT_SQL, changed, schedule_changes
 
 PENDING_SQL = "SELECT count(*) FROM scheduled_changes WHERE post_id = ANY(%s)"
 

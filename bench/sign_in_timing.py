@@ -19,8 +19,8 @@ import sqlalchemy as sa  # noqa: E402
 from werkzeug.security import generate_password_hash  # noqa: E402
 
 from bench.common import ms, table  # noqa: E402
-from tests.cluster import create_database, drop_database  # noqa: E402
-from tests.support import csrf_token, make_app, migrate  # noqa: E402
+from tests.harness.cluster import create_database, drop_database  # noqa: E402
+from tests.harness.support import csrf_token, make_app, migrate  # noqa: E402
 from webapp.extensions import db  # noqa: E402
 from webapp.models import LoginFailure, User  # noqa: E402
 

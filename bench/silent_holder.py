@@ -20,7 +20,7 @@ import time
 import psycopg
 from common import PLUGINS_KEY, PUBLISH_KEY, Bench, log, report, run_main, table, wait_for
 
-from tests.cluster import Instance
+from tests.harness.cluster import Instance
 from webapp.leadership.pg_sql import POLL_SQL
 
 STATE_CHANGE_SQL = ("SELECT extract(epoch FROM state_change)::float8 FROM pg_stat_activity "

@@ -170,12 +170,12 @@ def print_report(args: argparse.Namespace, results: list[dict], avg_len: int) ->
     """Print the table, with the machine's loop speed."""
     from common import report, table
 
-    from tests.conftest import REFERENCE_LOOP, _reference_loop
+    from tests.harness.speed import REFERENCE_LOOP, machine_speed
 
     targets = [(RENDERED_TARGET, "200"), (None, "200"), (KEPT_TARGET, "200"),
                (KEPT_TARGET, "200"), (None, "200"), (NOT_MODIFIED_TARGET, "304"), (None, "200")]
     rows = [row(r, target, status) for r, (target, status) in zip(results, targets, strict=False)]
-    loop = min(_reference_loop() for _ in range(3))
+    loop = machine_speed()
     report("Public site: rendered, kept and revalidated post pages", [
         ("Results (wrk, measured run after a warm-up)",
          table(["run", "req/s", "p50", "p99", "answers (access log)",
@@ -183,7 +183,7 @@ def print_report(args: argparse.Namespace, results: list[dict], avg_len: int) ->
                 "CPU used by other work", "target", "met?"], rows)),
     ], [
         f"Machine speed: {REFERENCE_LOOP:,} Python additions in {loop * 1000:.0f} ms "
-        "(best of 3, after the run; tests/conftest.py).",
+        "(best of 3, after the run; tests/harness/speed.py).",
         f"Server: 1 gunicorn instance, WEB_CONCURRENCY=2 workers, gthread, GUNICORN_THREADS="
         f"{os.environ.get('GUNICORN_THREADS', '4 (default)')}, schedulers running; "
         f"{args.posts:,} published posts (mean body {avg_len} characters of Markdown). "

@@ -149,7 +149,7 @@ class Standbys:
 
     def start(self, n: int) -> None:
         """Start n standbys."""
-        from tests.cluster import base_env
+        from tests.harness.cluster import base_env
 
         for i in range(1, n + 1):
             log_file = open(self.log_dir / f"standby{i}.log", "w")  # noqa: SIM115
@@ -300,7 +300,7 @@ def profile_pages(url: str, paths: dict[str, list[str]], rounds: int) -> dict[st
     """
     import sqlalchemy as sa
 
-    from tests.conftest import make_app
+    from tests.harness.support import make_app
     from webapp.extensions import db
 
     app = make_app(url, TESTING=False, WTF_CSRF_ENABLED=True, SCHEDULER_ENABLED=False,
@@ -371,7 +371,7 @@ def component_times(url: str, rounds: int) -> list[tuple[str, float]]:
     """Time the public page's parts alone: the query, markdown.render, the template."""
     from flask import render_template
 
-    from tests.conftest import make_app
+    from tests.harness.support import make_app
     from webapp import posts
     from webapp.extensions import db
     from webapp.site import markdown, state

@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from werkzeug.serving import make_server  # noqa: E402
 
-from tests.cluster import create_database, drop_database, holding  # noqa: E402
-from tests.support import (  # noqa: E402
+from tests.harness.cluster import create_database, drop_database, holding  # noqa: E402
+from tests.harness.support import (  # noqa: E402
     CHROMIUM,
     PASSWORD,
     add_user,

@@ -6,8 +6,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
-from tests.support import TIMER, Api, AuthActions, count, field_error, post_form, record_term, text
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
+from tests.harness.support import (
+    TIMER,
+    Api,
+    AuthActions,
+    count,
+    field_error,
+    post_form,
+    record_term,
+    text,
+)
 from webapp.extensions import db
 from webapp.models import ApiToken, OutboxEvent, Post, Timer, User, WebhookDelivery
 

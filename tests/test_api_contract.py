@@ -15,13 +15,13 @@ from hypothesis import settings
 from hypothesis.errors import Flaky
 from werkzeug import Request
 
-from tests.cluster import (
+from tests.harness.cluster import (
     Instance,
     drop_database,
     migrated_database,
     wait_for,
 )
-from tests.support import cli_user, postgres_or_skip
+from tests.harness.support import cli_user, postgres_or_skip
 from webapp.views.api.contract import DOCUMENT
 
 METHODS = {"get", "post", "put", "patch", "delete"}

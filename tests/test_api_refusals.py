@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support import Api, new_post
+from tests.harness.support import Api, new_post
 from webapp import posts
 
 

@@ -154,7 +154,7 @@ def test_migration_and_passkey_libraries_are_imported_only_where_used():
 
 
 def test_the_test_modules_run_first_exist():
-    from tests.conftest import RUN_FIRST
+    from tests.harness.plugin import RUN_FIRST
 
     tests = Path(__file__).resolve().parent
     assert [name for name in RUN_FIRST if not (tests / f"{name}.py").exists()] == []

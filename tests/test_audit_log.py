@@ -9,8 +9,16 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PUBLISH_KEY, holding
-from tests.support import TIMER, add_user, field_error, new_post, post_form, record_term, text
+from tests.harness.cluster import PUBLISH_KEY, holding
+from tests.harness.support import (
+    TIMER,
+    add_user,
+    field_error,
+    new_post,
+    post_form,
+    record_term,
+    text,
+)
 from webapp import timers
 from webapp.extensions import db
 from webapp.models import AuditEvent, Timer, User

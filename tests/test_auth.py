@@ -8,7 +8,7 @@ from urllib.parse import unquote
 import pytest
 import sqlalchemy as sa
 
-from tests.support import PASSWORD, add_user, make_app, post_form, text
+from tests.harness.support import PASSWORD, add_user, make_app, post_form, text
 from webapp.extensions import db
 from webapp.models import LoginFailure, User, utcnow
 
@@ -406,7 +406,7 @@ def test_create_user_command_creates_a_user_who_can_sign_in(app, runner, auth):
 
 
 def test_an_app_not_told_otherwise_hashes_passwords_with_scrypt(app, runner, auth):
-    """The suite's apps hash cheaply (tests.support.make_app); a real one uses scrypt."""
+    """The suite's apps hash cheaply (tests.harness.support.make_app); a real one uses scrypt."""
     del app.config["PASSWORD_HASH_METHOD"]  # as create_app() leaves it (restored after)
     with app.app_context():
         result = runner.invoke(args=["create-user", "ops@example.com", "--role", "admin",
@@ -435,7 +435,7 @@ def in_a_terminal(url: str, *args: str) -> str:
     import pty
     import subprocess
 
-    from tests.cluster import BIN, ROOT, base_env
+    from tests.harness.cluster import BIN, ROOT, base_env
 
     controller, terminal = pty.openpty()
     process = subprocess.Popen([str(BIN / "flask"), "--app", "webapp", *args], cwd=ROOT,

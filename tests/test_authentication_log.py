@@ -10,7 +10,7 @@ from datetime import timedelta
 import pyotp
 import sqlalchemy as sa
 
-from tests.support import PASSWORD, add_user, post_form, text
+from tests.harness.support import PASSWORD, add_user, post_form, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, LoginFailure, User, utcnow
 from webapp.plugins import housekeeping

@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import json_answer
-from tests.support import (
+from tests.harness.cluster import json_answer
+from tests.harness.support import (
     PASSWORD,
     Api,
     AuthActions,

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import new_post
+from tests.harness.support import new_post
 from webapp.config import ConfigError, load_config
 from webapp.db import database_now
 from webapp.extensions import db

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cache_apis import TOKEN, CacheAPI
-from tests.cluster import free_port
-from tests.support import new_post
+from tests.harness.cache_apis import TOKEN, CacheAPI
+from tests.harness.cluster import free_port
+from tests.harness.support import new_post
 from webapp.extensions import db
 from webapp.leadership.fence import Lead
 from webapp.leadership.keys import PLUGINS
@@ -111,7 +111,7 @@ def test_a_plain_purge_names_every_page_of_the_home_one_past_the_last(app, api):
 
 def test_a_removed_file_is_purged_hard_every_width(app, api):
     """Its widths are cached for a year (immutable): the removal purges them, by key or path."""
-    from tests import media_files
+    from tests.harness import media_files
     from webapp.media import store
 
     app.config["CACHE_PURGE"] = [varnish(api), "purge+" + api.url]

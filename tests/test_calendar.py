@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 
-from tests.support import TIMER, add_user, new_post, post_form, serve, sign_in_page, text
+from tests.harness.support import TIMER, add_user, new_post, post_form, serve, sign_in_page, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, Post
 

@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
-from tests import cluster
-from tests.cluster import KEYS, PLUGINS_KEY, PUBLISH_KEY, candidate_of, pid_of, wait_for
-from tests.support import cli_user
+from tests.harness import cluster
+from tests.harness.cluster import KEYS, PLUGINS_KEY, PUBLISH_KEY, candidate_of, pid_of, wait_for
+from tests.harness.support import cli_user
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.cache_apis import TOKEN, CacheAPI
+from tests.harness.cache_apis import TOKEN, CacheAPI
 from webapp.site import purgers
 
 

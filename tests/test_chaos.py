@@ -3,11 +3,11 @@
 
 import pytest
 
-from tests.chaos import FLEET_ENV, SECRET, Chaos, chaos_seed
-from tests.faultkit import FaultFleet
-from tests.pgserver import throwaway_server
-from tests.scenarios import p99
-from tests.traffic import WebhookReceiver
+from tests.harness.chaos import FLEET_ENV, SECRET, Chaos, chaos_seed
+from tests.harness.faultkit import FaultFleet
+from tests.harness.pgserver import throwaway_server
+from tests.harness.scenarios import p99
+from tests.harness.traffic import WebhookReceiver
 
 pytestmark = pytest.mark.slow
 

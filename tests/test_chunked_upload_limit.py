@@ -15,9 +15,9 @@ import pytest
 from werkzeug.datastructures import FileStorage
 from werkzeug.test import encode_multipart
 
-from tests import media_files
-from tests.cluster import Instance, drop_database, migrated_database, wait_for
-from tests.support import cli_user, count, csrf_token, postgres_or_skip
+from tests.harness import media_files
+from tests.harness.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.harness.support import cli_user, count, csrf_token, postgres_or_skip
 from webapp.accounts.security import UPLOAD_LIMIT
 from webapp.models import MediaFile
 

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.receiver import Receiver
+from tests.harness.receiver import Receiver
 from webapp.extensions import db
 from webapp.leadership.fence import Lead, gone
 from webapp.leadership.keys import PLUGINS

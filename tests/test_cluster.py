@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from tests.cluster import (
+from tests.harness.cluster import (
     ADMIN_URL,
     BIN,
     KEYS,
@@ -35,7 +35,7 @@ from tests.cluster import (
     term,
     wait_for,
 )
-from tests.support import cli_user
+from tests.harness.support import cli_user
 from webapp.leadership.files import FileLockSession, read_holder
 
 pytestmark = pytest.mark.slow

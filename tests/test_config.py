@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from tests.cluster import BIN, ROOT, base_env
+from tests.harness.cluster import BIN, ROOT, base_env
 from webapp import create_app
 from webapp.config import ConfigError, load_config
 

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import BIN, ROOT, base_env, create_database, drop_database, free_port
-from tests.support import make_app
+from tests.harness.cluster import BIN, ROOT, base_env, create_database, drop_database, free_port
+from tests.harness.support import make_app
 from webapp import scheduler_app
 from webapp.config import ConfigError, load_config, normalise_database_url
 from webapp.db import conninfo, identity, pg_connect_args

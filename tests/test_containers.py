@@ -5,8 +5,8 @@ ids, never by (instance, pid)."""
 
 import pytest
 
-from tests.cluster import Container, fleet_ready, pid_of, stop_all, wait_for
-from tests.support import Api, make_app
+from tests.harness.cluster import Container, fleet_ready, pid_of, stop_all, wait_for
+from tests.harness.support import Api, make_app
 from webapp.db import identity, short_instance
 from webapp.extensions import db
 

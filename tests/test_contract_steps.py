@@ -10,8 +10,8 @@ import psycopg
 import pytest
 from flask_migrate import Migrate
 
-from tests.cluster import ROOT, drop_database, migrated_database
-from tests.support import make_app
+from tests.harness.cluster import ROOT, drop_database, migrated_database
+from tests.harness.support import make_app
 from webapp.extensions import db
 from webapp.leadership import pg
 from webapp.leadership.pg import PgLockSession

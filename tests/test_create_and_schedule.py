@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.support import count, post_form
+from tests.harness.support import count, post_form
 from webapp.extensions import db
 from webapp.models import AuditEvent, Post
 

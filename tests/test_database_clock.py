@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tests.support import TIMER, post_form
+from tests.harness.support import TIMER, post_form
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun, WebhookDelivery, WebhookEndpoint
 

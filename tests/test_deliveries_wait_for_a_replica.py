@@ -11,10 +11,10 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.conftest import empty_every_table
-from tests.pgserver import throwaway_server
-from tests.support import AuthActions, make_app, migrate, text
+from tests.harness.cluster import wait_for
+from tests.harness.database import empty_every_table
+from tests.harness.pgserver import throwaway_server
+from tests.harness.support import AuthActions, make_app, migrate, text
 from webapp.config import ConfigError, load_config
 from webapp.db import database_now
 from webapp.extensions import db

@@ -5,7 +5,7 @@ from importlib.metadata import version
 
 from packaging.requirements import Requirement
 
-from tests.cluster import ROOT
+from tests.harness.cluster import ROOT
 
 
 def _requirement(name: str) -> Requirement:

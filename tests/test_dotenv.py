@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from tests.cluster import ROOT, base_env
+from tests.harness.cluster import ROOT, base_env
 
 READ_SETTINGS = (
     "import runpy; from webapp.config import load_config;"

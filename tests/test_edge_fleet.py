@@ -13,9 +13,9 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import Instance, drop_database, migrated_database, stop_all, wait_for
-from tests.edge import Varnish
-from tests.support import make_app, postgres_or_skip
+from tests.harness.cluster import Instance, drop_database, migrated_database, stop_all, wait_for
+from tests.harness.edge import Varnish
+from tests.harness.support import make_app, postgres_or_skip
 from webapp import posts
 from webapp.db import database_now
 from webapp.extensions import db

@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.cluster import Instance, drop_database, migrated_database, wait_for
-from tests.support import cli_user
+from tests.harness.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.harness.support import cli_user
 
 pytestmark = pytest.mark.slow
 

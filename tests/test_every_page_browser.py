@@ -17,15 +17,15 @@ Chromium's own viewer: not checked by axe. One visit serves both checks: a page 
 the full browser 100-130 ms of CPU (less in the headless shell the tests run), and the two
 sweeps made about 230 of them.
 
-The pages are listed in tests/support.py (pages), shared with the phone test.
+The pages are listed in tests/harness/support.py (pages), shared with the phone test.
 """
 
 from urllib.parse import urlsplit
 
 import pytest
 
-from tests.cluster import wait_for
-from tests.support import RANK, ROLES, expected_status, leaders, pages, sign_in_page
+from tests.harness.cluster import wait_for
+from tests.harness.support import RANK, ROLES, expected_status, leaders, pages, sign_in_page
 
 LIVE = 15_000  # ms a polled fragment gets to change (2 s polls; a busy CI box is slow)
 XML_VIEWED = {"/feed.xml", "/sitemap.xml"}  # shown by Chromium's XML viewer

@@ -1,11 +1,11 @@
 """Every page on a 390 px phone, as every role that may open it, in real headless Chromium.
 
 A page that scrolls sideways hides its controls off-screen (the timers list's Run now, the
-webhooks page's Switch off). Each page of tests.support.pages() is opened as each role
+webhooks page's Switch off). Each page of tests.harness.support.pages() is opened as each role
 allowed to see it and must scroll only vertically; the overflowing elements are named.
 """
 
-from tests.support import ROLES, expected_status, pages, sign_in_page
+from tests.harness.support import ROLES, expected_status, pages, sign_in_page
 
 PHONE = {"width": 390, "height": 844}
 

@@ -1,6 +1,6 @@
 """The primary is lost and its streaming replica promoted, under a fleet on a multi-host URL.
 
-One primary (A) and one streaming replica (B), both throwaway servers (tests/pgserver.py);
+One primary (A) and one streaming replica (B), both throwaway servers (tests/harness/pgserver.py);
 two instances x two workers with DATABASE_URL naming both hosts and
 target_session_attrs=read-write, and a webhook receiver. The tests run in order on the same
 servers: A fails over to B; A comes back as a standby of B; B fails over to A, losing
@@ -15,12 +15,12 @@ publications no receiver heard of: none is received twice, not even under one id
 import psycopg
 import pytest
 
-from tests.chaos import FLEET_ENV
-from tests.cluster import wait_for
-from tests.failover import app_sessions_after, run_failover
-from tests.faultkit import FaultFleet
-from tests.pgserver import multi_host_url, throwaway_server
-from tests.scenarios import HookReceiver, subscribe
+from tests.harness.chaos import FLEET_ENV
+from tests.harness.cluster import wait_for
+from tests.harness.failover import app_sessions_after, run_failover
+from tests.harness.faultkit import FaultFleet
+from tests.harness.pgserver import multi_host_url, throwaway_server
+from tests.harness.scenarios import HookReceiver, subscribe
 
 pytestmark = pytest.mark.slow
 

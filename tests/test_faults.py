@@ -1,7 +1,7 @@
 """Faults real platforms produce, on a real fleet: publishing never stalls and never doubles.
 
 Two gunicorn instances x two workers, each instance in a process group of its own (a
-host), on a throwaway PostgreSQL server (tests/pgserver.py) that these tests may restart
+host), on a throwaway PostgreSQL server (tests/harness/pgserver.py) that these tests may restart
 and cut. Every wait has a deadline; the numbers asserted are what a user would notice:
 posts live on time, exactly once, and the same leader while it is healthy.
 """
@@ -13,11 +13,11 @@ import time
 import psycopg
 import pytest
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
-from tests.faultkit import KEYS, FaultFleet
-from tests.outage import database_away
-from tests.pgserver import throwaway_server
-from tests.scenarios import (
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
+from tests.harness.faultkit import KEYS, FaultFleet
+from tests.harness.outage import database_away
+from tests.harness.pgserver import throwaway_server
+from tests.harness.scenarios import (
     OPEN_TRANSACTIONS_SQL,
     freeze_when_burst_starts,
     handover_after,
@@ -29,7 +29,7 @@ from tests.scenarios import (
     request_to,
     upload_to,
 )
-from tests.traffic import SlowUpload, WebLoad
+from tests.harness.traffic import SlowUpload, WebLoad
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,7 @@
 
 import re
 
-from tests.support import text
+from tests.harness.support import text
 
 
 def test_favicon_ico_is_an_icon_anyone_may_fetch_and_cache(client):

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PUBLISH_KEY, wait_for
-from tests.support import WebSession, csrf_from, post_form, text
+from tests.harness.cluster import PUBLISH_KEY, wait_for
+from tests.harness.support import WebSession, csrf_from, post_form, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.models import Freeze, Post, TimerRun

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import ROOT, wait_for
+from tests.harness.cluster import ROOT, wait_for
 from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.election import Leadership

@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
-from tests.cluster import PLUGINS_KEY, candidate_of, fleet_ready, wait_for
-from tests.handover import queue_deliveries, received
-from tests.receiver import Receiver
+from tests.harness.cluster import PLUGINS_KEY, candidate_of, fleet_ready, wait_for
+from tests.harness.handover import queue_deliveries, received
+from tests.harness.receiver import Receiver
 
 pytestmark = pytest.mark.slow
 

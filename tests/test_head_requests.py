@@ -6,8 +6,8 @@ No CSRF check guards a HEAD request, so it must change nothing.
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PUBLISH_KEY, holding
-from tests.support import count, record_term
+from tests.harness.cluster import PUBLISH_KEY, holding
+from tests.harness.support import count, record_term
 from webapp.extensions import db
 from webapp.models import LeaderEvent, LeaderState, LoginFailure, Post
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from markupsafe import escape
 from werkzeug.datastructures import iter_multi_items
 
-from tests.support import PASSWORD, TIMER, csrf_token, new_post, text
+from tests.harness.support import PASSWORD, TIMER, csrf_token, new_post, text
 from webapp.extensions import db
 from webapp.models import Post, Timer, User, WebhookEndpoint
 from webapp.posts import content_digest

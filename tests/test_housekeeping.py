@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import add_user, text
+from tests.harness.support import add_user, text
 from webapp.extensions import db
 from webapp.models import (
     AuditEvent,

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.support import AuthActions, make_app
+from tests.harness.cluster import wait_for
+from tests.harness.support import AuthActions, make_app
 from webapp.extensions import db
 from webapp.models import HookDelivery, OutboxEvent, Post
 from webapp.plugins import Plugin, registry

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from tests.support import PASSWORD
+from tests.harness.support import PASSWORD
 from webapp.extensions import db
 from webapp.models import Post
 

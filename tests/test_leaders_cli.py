@@ -2,8 +2,8 @@
 
 import json
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, base_env, flask_cmd, holding
-from tests.support import add_user, record_term
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, base_env, flask_cmd, holding
+from tests.harness.support import add_user, record_term
 
 
 def test_leaders_prints_one_row_per_key_with_holder_term_and_standbys(app, pg_url):

@@ -6,7 +6,7 @@ import threading
 import psycopg
 import pytest
 
-from tests.cluster import ADMIN_URL, wait_for
+from tests.harness.cluster import ADMIN_URL, wait_for
 from webapp.db import HANDOVER_CHANNEL
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import PLUGINS, PUBLISH

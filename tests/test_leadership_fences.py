@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.receiver import Receiver
+from tests.harness.cluster import wait_for
+from tests.harness.receiver import Receiver
 from webapp.extensions import db
 from webapp.leadership.fence import Lead, record_work
 from webapp.leadership.keys import PLUGINS

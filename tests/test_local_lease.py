@@ -7,7 +7,7 @@ so they exclude each other exactly as two processes do.
 import os
 import time
 
-from tests.cluster import wait_for
+from tests.harness.cluster import wait_for
 from webapp.leadership.local import LocalLease, lease_path
 
 DB = "postgresql://root:s3cret@127.0.0.1:5432/soloist"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.cluster import ROOT, wait_for
+from tests.harness.cluster import ROOT, wait_for
 from webapp.db import boot_id, parse_identity_parts, renew_nonce, short_instance
 from webapp.extensions import db
 from webapp.leadership import (
@@ -174,7 +174,7 @@ def test_unlock_that_returns_false_is_logged_as_lost_leadership(app, caplog):
 
 
 def test_acquiring_fails_closed_when_the_database_is_unreachable(pg_url, caplog):
-    from tests.support import make_app
+    from tests.harness.support import make_app
 
     app = make_app(pg_url, LOCK_DATABASE_URL="postgresql+psycopg://root@127.0.0.1:1/nothing")
     with app.app_context(), caplog.at_level(logging.WARNING, "soloist.locks"):

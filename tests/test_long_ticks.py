@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests import cluster
-from tests.cluster import PUBLISH_KEY, wait_for
-from tests.slowdb import SLOW_OUTBOX_SQL, UNDO_SQL, make_due, slow_outbox, units_done_once
-from tests.support import make_app
+from tests.harness import cluster
+from tests.harness.cluster import PUBLISH_KEY, wait_for
+from tests.harness.slowdb import SLOW_OUTBOX_SQL, UNDO_SQL, make_due, slow_outbox, units_done_once
+from tests.harness.support import make_app
 from tests.test_publish import add_posts
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post

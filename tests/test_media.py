@@ -1,6 +1,6 @@
 """Images in posts: uploads and each refusal, storage once by content, serving, deletion, API.
 
-Every file is made in the test that sends it (tests/media_files.py).
+Every file is made in the test that sends it (tests/harness/media_files.py).
 """
 
 import io
@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from PIL import Image
 
-from tests import media_files as made
-from tests.support import AuthActions, count, csrf_token, new_post, text
+from tests.harness import media_files as made
+from tests.harness.support import AuthActions, count, csrf_token, new_post, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, MediaFile, MediaVariant, ScheduledChange
 from webapp.site.markdown import SIZES

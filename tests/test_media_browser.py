@@ -2,12 +2,12 @@
 
 Each uploads a file built in the page, asks for its alt text, and puts the image's
 Markdown at the cursor; the preview then shows the image, served by content address.
-The app is served from a thread of the test process (tests.support.serve).
+The app is served from a thread of the test process (tests.harness.support.serve).
 """
 
 import pytest
 
-from tests.support import add_user, serve, sign_in_page
+from tests.harness.support import add_user, serve, sign_in_page
 
 pytestmark = pytest.mark.slow
 

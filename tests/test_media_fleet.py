@@ -8,8 +8,8 @@ import urllib.request
 import pytest
 from PIL import Image
 
-from tests import media_files
-from tests.cluster import peak_rss_mb, post_media
+from tests.harness import media_files
+from tests.harness.cluster import peak_rss_mb, post_media
 
 pytestmark = pytest.mark.slow
 

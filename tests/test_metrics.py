@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
-from tests.support import Api, AuthActions, new_post, record_term
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
+from tests.harness.support import Api, AuthActions, new_post, record_term
 from webapp import posts
 from webapp.db import database_now
 from webapp.extensions import db

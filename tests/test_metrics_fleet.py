@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests import cluster
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, Instance, pid_of, stop_all, wait_for
-from tests.support import postgres_or_skip
+from tests.harness import cluster
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, Instance, pid_of, stop_all, wait_for
+from tests.harness.support import postgres_or_skip
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from flask_migrate import Migrate
 
-from tests.cluster import ADMIN_URL, ROOT
-from tests.support import make_app
+from tests.harness.cluster import ADMIN_URL, ROOT
+from tests.harness.support import make_app
 from webapp.extensions import db
 from webapp.ops.release.plan import BOOKKEEPING, Migration, locks_of, new_table, offline_sql, split
 

@@ -13,8 +13,8 @@ import pytest
 import sqlalchemy as sa
 from flask_migrate import Migrate
 
-from tests.cluster import ROOT, create_database, drop_database, migrated_database
-from tests.support import make_app, new_post, post_form, text
+from tests.harness.cluster import ROOT, create_database, drop_database, migrated_database
+from tests.harness.support import make_app, new_post, post_form, text
 from webapp.extensions import db
 from webapp.models import Timer, utcnow
 from webapp.plugins import housekeeping

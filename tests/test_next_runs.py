@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import sqlalchemy as sa
 
-from tests.support import TIMER, post_form, sign_in_page, text
+from tests.harness.support import TIMER, post_form, sign_in_page, text
 from webapp.clockchanges import changes_between
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun

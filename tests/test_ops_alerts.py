@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 from standardwebhooks import Webhook
 
-from tests.cluster import free_port, wait_for
-from tests.receiver import Receiver
-from tests.support import AuthActions, post_form
+from tests.harness.cluster import free_port, wait_for
+from tests.harness.receiver import Receiver
+from tests.harness.support import AuthActions, post_form
 from webapp.config import ConfigError, load_config
 from webapp.db import clock
 from webapp.extensions import db

@@ -8,10 +8,10 @@ import time
 import pytest
 from standardwebhooks import Webhook
 
-from tests.cluster import PUBLISH_KEY, drop_database, migrated_database, wait_for
-from tests.faultkit import FaultFleet
-from tests.receiver import Receiver
-from tests.support import postgres_or_skip
+from tests.harness.cluster import PUBLISH_KEY, drop_database, migrated_database, wait_for
+from tests.harness.faultkit import FaultFleet
+from tests.harness.receiver import Receiver
+from tests.harness.support import postgres_or_skip
 from webapp.plugins.signing import new_secret
 
 pytestmark = pytest.mark.slow

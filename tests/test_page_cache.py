@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from flask import template_rendered
 
-from tests.cluster import wait_for
-from tests.support import make_app, new_post, text
+from tests.harness.cluster import wait_for
+from tests.harness.support import make_app, new_post, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.scheduling import publish

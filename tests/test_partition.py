@@ -1,8 +1,8 @@
 """The publish leader's host falls off the network for 15 s while posts fall due.
 
-The leader's instance runs in a network namespace (tests/netfault.py) and a blackhole
+The leader's instance runs in a network namespace (tests/harness/netfault.py) and a blackhole
 qdisc drops every packet between it and PostgreSQL, both ways, without a reset; a standby
-runs in the root namespace. The scenario runs once for the module (tests/partition.py);
+runs in the root namespace. The scenario runs once for the module (tests/harness/partition.py);
 each test asserts one thing a receiver, an editor or ops would notice.
 """
 
@@ -10,12 +10,12 @@ import os
 
 import pytest
 
-from tests.chaos import FLEET_ENV
-from tests.faultkit import FaultFleet
-from tests.netfault import Netns, NetnsError
-from tests.partition import run_partition, start_partition_fleet
-from tests.pgserver import throwaway_server
-from tests.scenarios import HookReceiver, subscribe
+from tests.harness.chaos import FLEET_ENV
+from tests.harness.faultkit import FaultFleet
+from tests.harness.netfault import Netns, NetnsError
+from tests.harness.partition import run_partition, start_partition_fleet
+from tests.harness.pgserver import throwaway_server
+from tests.harness.scenarios import HookReceiver, subscribe
 
 pytestmark = pytest.mark.slow
 

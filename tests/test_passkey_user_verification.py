@@ -1,15 +1,15 @@
 """A passkey proves the person, not only a touch: registration and sign-in require user
 verification (a PIN, a fingerprint, a face), so a security key stolen without its PIN opens
 nothing, alone or as the step after a password. The answers come from a software
-authenticator (tests/authenticator.py) posted to the app, as an attacker's client would."""
+authenticator (tests/harness/authenticator.py) posted to the app, as an attacker's client would."""
 
 import json
 
 import pytest
 import sqlalchemy as sa
 
-from tests.authenticator import SoftKey
-from tests.support import csrf_token, post_form, text
+from tests.harness.authenticator import SoftKey
+from tests.harness.support import csrf_token, post_form, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, Passkey
 

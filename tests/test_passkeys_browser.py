@@ -6,7 +6,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from tests.support import PASSWORD, add_user, serve, sign_in_page
+from tests.harness.support import PASSWORD, add_user, serve, sign_in_page
 from webapp.extensions import db
 from webapp.models import AuditEvent, Passkey, WebAuthnChallenge
 

@@ -4,8 +4,8 @@ import logging
 
 import pytest
 
-from tests.cluster import wait_for
-from tests.pgbouncer import pooled_url, shared_bouncer
+from tests.harness.cluster import wait_for
+from tests.harness.pgbouncer import pooled_url, shared_bouncer
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import PUBLISH
 from webapp.leadership.pg import PgLockSession, TransactionPoolerError

@@ -11,12 +11,12 @@ import signal
 
 import pytest
 
-from tests.chaos import FLEET_ENV
-from tests.cluster import PUBLISH_KEY, wait_for
-from tests.faultkit import FaultFleet
-from tests.pgbouncer import PgBouncer, require_pgbouncer
-from tests.pgserver import throwaway_server
-from tests.scenarios import HookReceiver, await_receipts, handover_after, subscribe, two_ids
+from tests.harness.chaos import FLEET_ENV
+from tests.harness.cluster import PUBLISH_KEY, wait_for
+from tests.harness.faultkit import FaultFleet
+from tests.harness.pgbouncer import PgBouncer, require_pgbouncer
+from tests.harness.pgserver import throwaway_server
+from tests.harness.scenarios import HookReceiver, await_receipts, handover_after, subscribe, two_ids
 
 pytestmark = pytest.mark.slow
 

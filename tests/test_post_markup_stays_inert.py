@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from tests.support import new_post, post_form, text
+from tests.harness.support import new_post, post_form, text
 from webapp.extensions import db
 from webapp.posts import previews, revisions
 

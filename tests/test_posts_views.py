@@ -9,8 +9,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.support import AuthActions, add_user, field_error, new_post, post_form, text
+from tests.harness.cluster import wait_for
+from tests.harness.support import AuthActions, add_user, field_error, new_post, post_form, text
 from webapp.db import WAKE_CHANNEL
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, User, WebhookEndpoint

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from tests.support import new_post, post_form, text
+from tests.harness.support import new_post, post_form, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, PreviewLink, utcnow
 

@@ -2,7 +2,7 @@
 
 During a deploy HEAD's release phase migrates the database while the previous release's
 instances still serve it (docs/deploying.md#expand-deploy-contract). Here that release
-(tests/previous_release.py's PREVIOUS_RELEASE, built from git) runs as a fleet on a
+(tests/harness/previous_release.py's PREVIOUS_RELEASE, built from git) runs as a fleet on a
 database this tree migrated, and does what its users do: a post it was given is published
 on time, once, and its webhook sent; its editors' pages open; its API lists, creates and
 changes posts.
@@ -16,9 +16,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.cluster import fleet_ready, instance_api, wait_for
-from tests.previous_release import PREVIOUS_RELEASE, build
-from tests.support import WebSession, cli_user
+from tests.harness.cluster import fleet_ready, instance_api, wait_for
+from tests.harness.previous_release import PREVIOUS_RELEASE, build
+from tests.harness.support import WebSession, cli_user
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.support import race_two
+from tests.harness.cluster import wait_for
+from tests.harness.support import race_two
 from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
@@ -91,7 +91,7 @@ def test_a_tick_records_its_last_unit_of_work(app):
 
 def _publish_until_done(url: str, barrier, results) -> None:
     """Child process: run the publish tick as fast as possible until nothing is due."""
-    from tests.support import make_app
+    from tests.harness.support import make_app
 
     app = make_app(url)
     ids: list[int] = []

@@ -4,7 +4,7 @@ another address is not held up."""
 
 import sqlalchemy as sa
 
-from tests.support import count, csrf_token
+from tests.harness.support import count, csrf_token
 from webapp.extensions import db
 from webapp.models import RateLimitHit, WebAuthnChallenge
 

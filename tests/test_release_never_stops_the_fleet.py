@@ -11,8 +11,8 @@ import flask_migrate
 import psycopg
 import pytest
 
-from tests.cluster import create_database, drop_database, wait_for
-from tests.support import make_app, postgres_or_skip
+from tests.harness.cluster import create_database, drop_database, wait_for
+from tests.harness.support import make_app, postgres_or_skip
 from webapp.extensions import bind_migrations, db
 from webapp.ops.release.fleet import revision_order
 from webapp.ops.release.report import Recorder

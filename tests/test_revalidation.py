@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from tests.cluster import wait_for
-from tests.pgbouncer import pooled_url, shared_bouncer
-from tests.support import make_app, new_post, serve
+from tests.harness.cluster import wait_for
+from tests.harness.pgbouncer import pooled_url, shared_bouncer
+from tests.harness.support import make_app, new_post, serve
 from webapp import posts
 from webapp.extensions import db
 from webapp.site import revalidation

@@ -4,8 +4,8 @@ import os
 import time
 from pathlib import Path
 
-from tests.cluster import free_port
-from tests.support import make_app
+from tests.harness.cluster import free_port
+from tests.harness.support import make_app
 from webapp.scheduling.runner import Scheduler
 
 RUN = 1.5  # seconds the loop runs against a closed port

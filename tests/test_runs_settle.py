@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.support import make_app
+from tests.harness.cluster import wait_for
+from tests.harness.support import make_app
 from webapp.db import identity
 from webapp.extensions import db
 from webapp.leadership.keys import PLUGINS

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import field_error, new_post, post_form, race_two, text
+from tests.harness.support import field_error, new_post, post_form, race_two, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.models import AuditEvent, OutboxEvent, Post, PostRevision, ScheduledChange
@@ -162,7 +162,7 @@ def test_a_publishing_freeze_holds_the_change_too(app, live, auth):
 
 def _apply_until_done(url: str, when: datetime, barrier, results) -> None:
     """Child process: apply due changes as fast as it can until none is left."""
-    from tests.support import make_app
+    from tests.harness.support import make_app
 
     app = make_app(url)
     done: list[int] = []

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import ROOT, wait_for
-from tests.support import make_app
+from tests.harness.cluster import ROOT, wait_for
+from tests.harness.support import make_app
 from webapp import posts, scheduler_app
 from webapp.extensions import db
 from webapp.leadership.election import Leadership

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import ROOT, base_env
+from tests.harness.cluster import ROOT, base_env
 from webapp.config import ConfigError, check_production_config
 
 PRODUCTION = {"DEBUG": False, "TESTING": False, "SITE_URL": "https://example.com"}

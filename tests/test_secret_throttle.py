@@ -13,7 +13,7 @@ import pyotp
 import pytest
 import sqlalchemy as sa
 
-from tests.support import add_user, post_form, text
+from tests.harness.support import add_user, post_form, text
 from webapp.extensions import db
 from webapp.models import User
 
@@ -120,7 +120,7 @@ def test_every_door_counts_against_the_same_allowance(ada):
     for _ in range(2):
         assert DOORS["new recovery codes"].wrong(ada).status_code == 422
     ada.stale()
-    from tests.support import PASSWORD
+    from tests.harness.support import PASSWORD
 
     throttled = post_form(ada.client, "/admin/freeze/", {**FREEZE, "step_up_password": PASSWORD})
     assert throttled.status_code == 429

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.support import make_app, new_post
+from tests.harness.support import make_app, new_post
 from webapp.headers import CONTENT_SECURITY_POLICY, STRICT_TRANSPORT_SECURITY
 from webapp.plugins import sitemap
 

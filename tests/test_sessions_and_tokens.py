@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import PASSWORD, add_user, post_form, text
+from tests.harness.support import PASSWORD, add_user, post_form, text
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import ApiToken, User, UserSession, utcnow

@@ -14,9 +14,9 @@ import time
 import psycopg
 import pytest
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, LockView, holding, wait_for
-from tests.pgserver import PgServer
-from tests.support import make_app, migrate, record_term
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, LockView, holding, wait_for
+from tests.harness.pgserver import PgServer
+from tests.harness.support import make_app, migrate, record_term
 from webapp.leadership.election import Leadership
 from webapp.leadership.pg import PgLockSession
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import make_app, new_post, text
+from tests.harness.support import make_app, new_post, text
 from webapp.extensions import db
 from webapp.models import Post
 from webapp.scheduling import publish

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import new_post, sign_in_page
+from tests.harness.support import new_post, sign_in_page
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 WIDE = {"width": 1280, "height": 900}

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from flask import template_rendered
 
-from tests.support import make_app, new_post, text
+from tests.harness.support import make_app, new_post, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.scheduling import publish

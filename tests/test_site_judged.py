@@ -8,8 +8,8 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 
-from tests import media_files as made
-from tests.support import make_app, new_post, post_form, text
+from tests.harness import media_files as made
+from tests.harness.support import make_app, new_post, post_form, text
 from tests.test_media import upload
 from tests.test_site_pages import ATOM, meta
 from webapp.extensions import db

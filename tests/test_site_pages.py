@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support import make_app, new_post, post_form, text
+from tests.harness.support import make_app, new_post, post_form, text
 from webapp.extensions import db
 
 ATOM = "{http://www.w3.org/2005/Atom}"

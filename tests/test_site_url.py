@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.cluster import BIN, ROOT, base_env
-from tests.support import Api, make_app, new_post
+from tests.harness.cluster import BIN, ROOT, base_env
+from tests.harness.support import Api, make_app, new_post
 from webapp.config import ConfigError, check_production_config, load_config
 from webapp.extensions import db
 from webapp.plugins import sitemap

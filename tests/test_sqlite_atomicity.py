@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import AuthActions, new_post, text
+from tests.harness.support import AuthActions, new_post, text
 from webapp import posts
 from webapp.db import sqlite_path
 from webapp.extensions import db

@@ -4,7 +4,7 @@ import contextlib
 import sqlite3
 import threading
 
-from tests.cluster import wait_for
+from tests.harness.cluster import wait_for
 from webapp.leadership.files import FileLockSession
 from webapp.leadership.keys import PUBLISH
 

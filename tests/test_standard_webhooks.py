@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.cluster import wait_for
-from tests.receiver import Receiver, Request
+from tests.harness.cluster import wait_for
+from tests.harness.receiver import Receiver, Request
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookEndpoint
 from webapp.plugins import HookEvent, webhooks

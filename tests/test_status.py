@@ -9,8 +9,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, pid_of, wait_for
-from tests.support import (
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, pid_of, wait_for
+from tests.harness.support import (
     AuthActions,
     WebSession,
     csrf_from,

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.cluster import PUBLISH_KEY, pid_of, wait_for
-from tests.support import PASSWORD
+from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for
+from tests.harness.support import PASSWORD
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ sideways; a wide screen keeps the tables. The screenshots land in pytest's tmp_p
 handbook's come from docs/screenshots.py).
 """
 
-from tests.support import leaders, sign_in_page
+from tests.harness.support import leaders, sign_in_page
 
 PHONE = {"width": 390, "height": 844}
 WIDE = {"width": 1280, "height": 900}

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PUBLISH_KEY, holding, wait_for
-from tests.support import record_term
+from tests.harness.cluster import PUBLISH_KEY, holding, wait_for
+from tests.harness.support import record_term
 from webapp.extensions import db
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import KEYS, PUBLISH

@@ -16,7 +16,7 @@ import pyotp
 import pytest
 import sqlalchemy as sa
 
-from tests.support import PASSWORD, add_user, post_form, text
+from tests.harness.support import PASSWORD, add_user, post_form, text
 from webapp.accounts.stepup import HARMLESS, dangerous_endpoints
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db

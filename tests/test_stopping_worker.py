@@ -3,7 +3,7 @@
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
 from webapp import scheduler_app
 from webapp.extensions import db
 from webapp.models import LeaderEvent

@@ -2,7 +2,7 @@
 
 import sqlalchemy as sa
 
-from tests.support import AuthActions, pages, seed_site
+from tests.harness.support import AuthActions, pages, seed_site
 from webapp.extensions import db
 from webapp.models import MediaFile, Post
 

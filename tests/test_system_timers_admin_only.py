@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from tests.support import TIMER, count, post_form, text
+from tests.harness.support import TIMER, count, post_form, text
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun
 from webapp.timers import ensure_default_timers

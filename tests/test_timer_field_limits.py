@@ -2,7 +2,7 @@
 
 import html
 
-from tests.support import TIMER, count, field_error, post_form, text
+from tests.harness.support import TIMER, count, field_error, post_form, text
 from webapp.models import Timer
 
 

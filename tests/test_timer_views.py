@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import TIMER, count, field_error, post_form, text
+from tests.harness.support import TIMER, count, field_error, post_form, text
 from webapp.extensions import db
 from webapp.models import Timer, TimerRun
 from webapp.plugins.schedules import Schedule

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
+from tests.harness.cluster import wait_for
 from webapp.extensions import db
 from webapp.leadership.keys import PLUGINS
 from webapp.models import Timer, TimerRun
@@ -245,7 +245,7 @@ def test_the_tick_works_on_sqlite_too(sqlite_app):
 
 def _tick_through(url: str, path: str, barrier, results) -> None:
     """Child process: run the plugin tick over the same simulated 30 s as the other child."""
-    from tests.support import make_app
+    from tests.harness.support import make_app
 
     registry.register(probe)
     app = make_app(url)

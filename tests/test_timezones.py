@@ -98,7 +98,7 @@ def test_times_read_as_people_write_them_in_the_one_time_helper():
 def test_every_time_tag_says_the_moment_as_people_write_it(app, auth):
     from datetime import UTC, datetime, timedelta
 
-    from tests.support import new_post, text
+    from tests.harness.support import new_post, text
 
     at = datetime.now(UTC).replace(microsecond=0, second=0) + timedelta(days=3)
     post_id = new_post(app, "Soon", "scheduled", publish_at=at)

@@ -7,7 +7,7 @@ import time
 import pyotp
 import sqlalchemy as sa
 
-from tests.support import post_form, text
+from tests.harness.support import post_form, text
 from webapp.extensions import db
 from webapp.models import RecoveryCode, User
 

@@ -4,7 +4,7 @@ import pytest
 import sqlalchemy as sa
 from flask_login import current_user
 
-from tests.support import text
+from tests.harness.support import text
 from webapp.extensions import db
 from webapp.models import User
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support import count, post_form, text
+from tests.harness.support import count, post_form, text
 from webapp.models import Post, WebhookEndpoint
 
 

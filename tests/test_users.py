@@ -5,8 +5,8 @@ import threading
 import psycopg
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.support import PASSWORD, add_user, csrf_token, post_form, text
+from tests.harness.cluster import wait_for
+from tests.harness.support import PASSWORD, add_user, csrf_token, post_form, text
 from webapp.extensions import db
 from webapp.models import User
 

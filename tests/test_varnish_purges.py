@@ -8,9 +8,9 @@ import urllib.request
 import pytest
 from werkzeug.serving import make_server
 
-from tests.cluster import free_port, wait_for
-from tests.edge import VCL, Varnish, varnish_or_skip
-from tests.support import new_post, read_whole
+from tests.harness.cluster import free_port, wait_for
+from tests.harness.edge import VCL, Varnish, varnish_or_skip
+from tests.harness.support import new_post, read_whole
 from webapp.site import purgers
 
 

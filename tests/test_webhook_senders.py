@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import wait_for
-from tests.receiver import Receiver
-from tests.support import make_app
+from tests.harness.cluster import wait_for
+from tests.harness.receiver import Receiver
+from tests.harness.support import make_app
 from webapp import posts, scheduler_app
 from webapp.extensions import db
 from webapp.leadership.fence import Lead

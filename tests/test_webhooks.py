@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy as sa
 from standardwebhooks import Webhook
 
-from tests.cluster import wait_for
-from tests.support import AuthActions, make_app, post_form, text
+from tests.harness.cluster import wait_for
+from tests.harness.support import AuthActions, make_app, post_form, text
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookDelivery, WebhookEndpoint
 from webapp.plugins import HookEvent, webhook_sends, webhooks
@@ -212,7 +212,7 @@ def test_retries_follow_a_standard_webhooks_schedule_from_the_first_retry_delay(
 
 def test_the_page_says_a_failure_in_words_keeps_the_detail_a_click_away_and_refreshes(app,
                                                                                      auth):
-    from tests.support import seed_webhooks
+    from tests.harness.support import seed_webhooks
 
     seed_webhooks(app)
     with app.app_context():  # the working one is failing now, still switched on

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.support import count, field_error, new_post, post_form, text
+from tests.harness.support import count, field_error, new_post, post_form, text
 from webapp.models import Post
 
 TITLE_CHARACTERS = ["\x01", "\x0b", "\x1f", "\ufffe", "\uffff"]

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.cluster import wait_for
-from tests.faultkit import FaultFleet
-from tests.pgserver import PgServer
-from tests.scenarios import keys_led_by_workers
+from tests.harness.cluster import wait_for
+from tests.harness.faultkit import FaultFleet
+from tests.harness.pgserver import PgServer
+from tests.harness.scenarios import keys_led_by_workers
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from tests.receiver import Receiver
-from tests.support import make_app
+from tests.harness.receiver import Receiver
+from tests.harness.support import make_app
 from webapp.db import wake_scheduler
 from webapp.extensions import db
 from webapp.models import OutboxEvent, WebhookDelivery

@@ -17,9 +17,17 @@ import pyotp
 import pytest
 import sqlalchemy as sa
 
-from tests import media_files
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
-from tests.support import TIMER, Api, AuthActions, add_user, new_post, post_form, record_term
+from tests.harness import media_files
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding
+from tests.harness.support import (
+    TIMER,
+    Api,
+    AuthActions,
+    add_user,
+    new_post,
+    post_form,
+    record_term,
+)
 from webapp import media, timers
 from webapp.accounts import sessions, totp
 from webapp.accounts.tokens import create_token

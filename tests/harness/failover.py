@@ -11,10 +11,10 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from tests.cluster import wait_for
-from tests.faultkit import FaultFleet, Outcome
-from tests.pgserver import PgServer
-from tests.scenarios import (
+from tests.harness.cluster import wait_for
+from tests.harness.faultkit import FaultFleet, Outcome
+from tests.harness.pgserver import PgServer
+from tests.harness.scenarios import (
     HookReceiver,
     await_receipts,
     keys_led_by_workers,

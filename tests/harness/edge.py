@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import free_port, wait_for
+from tests.harness.cluster import free_port, wait_for
 
 VARNISHD = shutil.which("varnishd") or "/usr/sbin/varnishd"
 VARNISHADM = shutil.which("varnishadm") or "/usr/bin/varnishadm"
 VARNISHSTAT = shutil.which("varnishstat") or "/usr/bin/varnishstat"
-VCL = Path(__file__).resolve().parents[1] / "docs" / "soloist.vcl"
+VCL = Path(__file__).resolve().parents[2] / "docs" / "soloist.vcl"
 BACKEND = 'backend soloist {\n    .host = "127.0.0.1";\n    .port = "8000";\n}\n'
 # a CDN API that is down: every purge answered 503, the copies still served
 PURGES_DOWN = ('sub vcl_recv {\n    if (req.method == "PURGE") {\n'
@@ -40,7 +40,7 @@ def varnish_or_skip() -> None:
 def vcl(origins: list[int], purges: bool = True) -> str:
     """Return the handbook's VCL with its backend the origins' ports, taken in turn."""
     text = VCL.read_text()
-    assert BACKEND in text, "docs/soloist.vcl's backend changed: update tests/edge.py"
+    assert BACKEND in text, "docs/soloist.vcl's backend changed: update tests/harness/edge.py"
     backends = "".join(BACKEND.replace("soloist", f"soloist{n}").replace("8000", str(port))
                        + "\n" for n, port in enumerate(origins))
     adds = "".join(f"    fleet.add_backend(soloist{n});\n" for n in range(len(origins)))

@@ -9,7 +9,7 @@
 either way is dropped in silence (no RST, no ICMP), as when a host falls off the network;
 `heal()` takes them away. The web link stays up, as the load balancer's would, so what the
 cut host answers its clients can be measured. `NetnsInstance` runs gunicorn inside (`ip
-netns exec`, a process group of its own, as tests/faultkit.GroupInstance).
+netns exec`, a process group of its own, as tests/harness/faultkit.GroupInstance).
 
 `close()` deletes the namespace and the veths, also on failure; a namespace left by a run
 that was killed (its owner pid is in the name) is deleted by the next one.
@@ -22,8 +22,8 @@ import re
 import subprocess
 import time
 
-from tests.cluster import BIN, ROOT
-from tests.faultkit import GroupInstance
+from tests.harness.cluster import BIN, ROOT
+from tests.harness.faultkit import GroupInstance
 from webapp.leadership.files import pid_alive
 
 PREFIX = "soloist-nf"

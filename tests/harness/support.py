@@ -24,8 +24,8 @@ import sqlalchemy as sa
 from werkzeug.security import generate_password_hash
 from werkzeug.serving import make_server
 
-from tests import media_files
-from tests.cluster import (
+from tests.harness import media_files
+from tests.harness.cluster import (
     ADMIN_URL,
     PLUGINS_KEY,
     PUBLISH_KEY,
@@ -63,6 +63,9 @@ FAST_HASH = "pbkdf2:sha256:1000"  # tests only (make_app): the app hashes with s
 # when the shell is missing): a quarter of the suite's time was Chromium's.
 CHROMIUMS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium")
 CHROMIUM = next((path for path in CHROMIUMS if Path(path).exists()), CHROMIUMS[0])
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
 CSRF = re.compile(r'<meta name="csrf-token" content="([^"]+)"|name="csrf_token" value="([^"]+)"')
 
 # a valid timer form: every 5 minutes, in UTC

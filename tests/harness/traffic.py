@@ -5,7 +5,7 @@
 - ApiRequest: one JSON API request on a socket of its own, connected before it is sent, so
   a test can see which worker accepted the connection first (and aim it at one worker).
 - WebLoad: processes x threads issuing real keep-alive HTTP requests, for a bounded time.
-- WebhookReceiver: tests/receiver.Receiver answering HTTP 500 now and then, checking
+- WebhookReceiver: tests/harness/receiver.Receiver answering HTTP 500 now and then, checking
   each delivery's signature.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.receiver import Receiver, Request
+from tests.harness.receiver import Receiver, Request
 
 # --- slow uploads ---------------------------------------------------------------------------
 
@@ -337,7 +337,7 @@ class Receipt:
 
 
 class WebhookReceiver(Receiver):
-    """tests/receiver.Receiver at /hook that fails now and then: at random (fail_rate), or
+    """tests/harness/receiver.Receiver at /hook that fails now and then: at random (fail_rate), or
     every fail_every-th request when that is set; each receipt says whether it was signed."""
 
     def __init__(self, secret: str, fail_rate: float = 0.15, seed: int | None = None,

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.support import new_post, post_form, text
+from tests.harness.support import new_post, post_form, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, Post
 from webapp.ops import freezes

@@ -1,7 +1,7 @@
 """A randomised chaos run: a fleet hurt every ~2 s while posts fall due, then the reckoning.
 
 Shared by tests/test_chaos.py (short) and bench/faults.py (90 s). The fleet runs on a
-throwaway PostgreSQL server (tests/pgserver.py); a local webhook receiver is subscribed to
+throwaway PostgreSQL server (tests/harness/pgserver.py); a local webhook receiver is subscribed to
 post.published through the admin API and answers HTTP 500 now and then. Faults, picked at
 random (half of them aimed at a leader): SIGKILL a worker, SIGKILL an instance's whole
 process group, SIGTERM an instance, SIGSTOP a group for a few seconds then SIGCONT,
@@ -22,10 +22,10 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from tests.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
-from tests.faultkit import FaultFleet, GroupInstance, Outcome
-from tests.pgserver import PgServer
-from tests.traffic import WebhookReceiver
+from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
+from tests.harness.faultkit import FaultFleet, GroupInstance, Outcome
+from tests.harness.pgserver import PgServer
+from tests.harness.traffic import WebhookReceiver
 
 SECRET = "chaos-receiver-secret-0123456789"
 POSTS_PER_SECOND = 4

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from tests.cluster import BIN, ROOT, Instance, flask_cmd, procfile
+from tests.harness.cluster import BIN, ROOT, Instance, flask_cmd, procfile
 
 # The last release that landed: the code a platform still runs while HEAD's release phase
 # migrates. Move it forward when a release lands, in the commit that starts the next one:

@@ -3,7 +3,7 @@ answer: tests/test_authz_matrix.py walks them), while the public site keeps its 
 
 from datetime import UTC, datetime
 
-from tests.support import add_user, new_post, post_form, text
+from tests.harness.support import add_user, new_post, post_form, text
 
 
 def no_store(response) -> bool:

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from tests.cluster import (
+from tests.harness.cluster import (
     PLUGINS_KEY,
     PUBLISH_KEY,
     Instance,
@@ -19,7 +19,7 @@ from tests.cluster import (
     flask_cmd,
     wait_for,
 )
-from tests.support import PASSWORD, WebSession, cli_user, text
+from tests.harness.support import PASSWORD, WebSession, cli_user, text
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
 from webapp.models import Deploy, LeaderEvent, Post
@@ -52,7 +52,7 @@ def test_the_release_phase_records_the_platforms_version(app, monkeypatch, varia
     for name in RELEASE_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(variable, "v42-abc")
-    # the real command, in this process (test_deploy.py runs the Procfile's release line)
+    # the real command, in this process (test_procfile_on_heroku.py runs the Procfile's release)
     result = app.test_cli_runner().invoke(args=["release"])
     assert result.exit_code == 0, result.output
     assert "recorded deploy v42-abc" in result.output

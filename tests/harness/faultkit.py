@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.cluster import (
+from tests.harness.cluster import (
     BIN,
     PLUGINS_KEY,
     PUBLISH_KEY,
@@ -31,8 +31,8 @@ from tests.cluster import (
     pid_of,
     wait_for,
 )
-from tests.pgserver import group_members
-from tests.support import cli_user, make_app, migrate
+from tests.harness.pgserver import group_members
+from tests.harness.support import cli_user, make_app, migrate
 
 KEYS = (PUBLISH_KEY, PLUGINS_KEY)
 ADMIN = "admin@example.com"

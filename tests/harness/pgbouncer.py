@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import psycopg
 
-from tests.cluster import ADMIN_URL, free_port, wait_for
+from tests.harness.cluster import ADMIN_URL, free_port, wait_for
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.cluster import (
+from tests.harness.cluster import (
     BIN,
     PLUGINS_KEY,
     PUBLISH_KEY,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 # gunicorn and flask commands run as in production, so with a key of 32 random bytes;
 # one per test run, shared by every instance it starts (they read each other's sessions)
@@ -107,7 +107,7 @@ def migrated_database(prefix: str = "soloist_test") -> str:
     fraction of the migrations' time. Nothing else connects to the template, as a copy needs.
     """
     if not _template:
-        from tests.support import make_app, migrate  # support builds on this module
+        from tests.harness.support import make_app, migrate  # support builds on this module
 
         url = create_database("soloist_template")
         atexit.register(drop_database, url)

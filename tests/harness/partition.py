@@ -1,7 +1,7 @@
 """The publish leader's host cut from the database by a silent partition, then healed.
 
 Shared by tests/test_partition.py (15 s) and bench/faults.py (30 s). The leader runs in a
-network namespace (tests/netfault.py) and reaches PostgreSQL over a veth that a blackhole
+network namespace (tests/harness/netfault.py) and reaches PostgreSQL over a veth that a blackhole
 qdisc cuts; a standby runs in the root namespace. `run_partition` records what a receiver,
 an editor and ops would see; `PartitionRun` holds the numbers the tests assert.
 """
@@ -13,11 +13,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from functools import partial
 
-from tests.cluster import PUBLISH_KEY, pid_of, wait_for
-from tests.faultkit import FaultFleet, Outcome
-from tests.netfault import Netns, NetnsInstance
-from tests.pgserver import PgServer
-from tests.scenarios import HookReceiver, await_receipts, handover_after, two_ids
+from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for
+from tests.harness.faultkit import FaultFleet, Outcome
+from tests.harness.netfault import Netns, NetnsInstance
+from tests.harness.pgserver import PgServer
+from tests.harness.scenarios import HookReceiver, await_receipts, handover_after, two_ids
 
 LOCK_ACTIVITY_SQL = """
 SELECT application_name, extract(epoch FROM greatest(query_start, backend_start))::float8

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tests.support import new_post, text
+from tests.harness.support import new_post, text
 from webapp.extensions import db
 from webapp.plugins import sitemap
 from webapp.site import state as sitestate

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tests.cluster import PUBLISH_KEY, pid_of, wait_for
-from tests.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
-from tests.receiver import Receiver
-from tests.traffic import ApiRequest, SlowUpload, serving_pid
+from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for
+from tests.harness.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
+from tests.harness.receiver import Receiver
+from tests.harness.traffic import ApiRequest, SlowUpload, serving_pid
 
 Aimable = TypeVar("Aimable", SlowUpload, ApiRequest)
 
@@ -155,7 +155,7 @@ def handover_after(fleet: FaultFleet, first: int, leaving: GroupInstance,
 # --- what a webhook receiver sees ----------------------------------------------------------
 
 class HookReceiver(Receiver):
-    """tests/receiver.Receiver at /hook on an address of choice (127.0.0.1 by default)."""
+    """tests/harness/receiver.Receiver at /hook on an address of choice (127.0.0.1 by default)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         super().__init__(host, path="/hook")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.cluster import free_port, wait_for
+from tests.harness.cluster import free_port, wait_for
 
 OS_USER = "postgres"  # who runs initdb and postgres when we are root
 SUPERUSER = "root"
@@ -55,7 +55,7 @@ SETTINGS = {
     "max_wal_senders": "10",
     "hot_standby": "on",
 }
-NETNS_NETWORK = "10.213.0.0/16"  # the addresses tests/netfault.py hands out
+NETNS_NETWORK = "10.213.0.0/16"  # the addresses tests/harness/netfault.py hands out
 STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 
 
