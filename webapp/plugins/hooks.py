@@ -4,7 +4,7 @@ The plugin leader fans each new post.published / post.unpublished event out to
 one hook_deliveries row per enabled plugin with that hook (UNIQUE per plugin and
 event, so two leaders cannot double it) and marks the event processed in the
 same transaction (the webhooks plugin's deliveries are written there too; ops.*
-alerts, webapp.alerts, go to webhook endpoints only, never to hooks).
+alerts, webapp.ops.alerts, go to webhook endpoints only, never to hooks).
 Rows are then claimed in batches, with a claim token and the leader's (term, holder),
 only while that is the plugin key's leadership (webapp.leadership.fence), and run in a
 worker thread that holds no transaction while plugin code runs. Every write is fenced
@@ -122,7 +122,7 @@ def _gone(lead: Lead) -> list[str]:
         .where(HookDelivery.status == "running", _theirs(lead))))
 
 
-def claim(plugin: str, now: datetime, instance: str,
+def claim(plugin: str, now: datetime, holder: str,
           lead: Lead | None = None) -> tuple[str, list[int]]:
     """Claim a batch of due deliveries for one plugin, if lead leads; return the claim, ids."""
     lead = Lead() if lead is None else lead
@@ -137,7 +137,7 @@ def claim(plugin: str, now: datetime, instance: str,
     claimed = list(db.session.scalars(
         sa.update(HookDelivery)
         .where(HookDelivery.id.in_(ids), claimable, lead.holds())
-        .values(status="running", claimed_at=now, instance=instance[:200], claim=token,
+        .values(status="running", claimed_at=now, instance=holder[:200], claim=token,
                 started_at=None, **lead.mark())
         .returning(HookDelivery.id)))
     db.session.commit()
