@@ -34,7 +34,7 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, i
 
 
 def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
-    """Add one outbox event per row _move returned to the current transaction.
+    """Add one outbox event per row lifecycle.move returned to the current transaction.
 
     On PostgreSQL one INSERT for the whole batch: a list of parameters is sent as one
     INSERT a row (psycopg's executemany), so whatever a statement costs (a statement
