@@ -121,7 +121,8 @@ class Fleet:
             post_id = posts.create_post(title, slug, "Text.").id
             posts.publish_now(post_id)
             if unpublish_at is not None:
-                posts.set_unpublish_time(post_id, posts.get_post(post_id).version, unpublish_at)
+                posts.change_post(post_id, posts.get_post(post_id).version, None,
+                                  {"unpublish_at": unpublish_at})
         return post_id
 
     def watch(self, at: datetime, checks: dict, deadline: float | None = None) -> Watch:

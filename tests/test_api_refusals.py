@@ -58,12 +58,12 @@ def test_a_change_refused_under_the_row_lock_writes_no_text(app):
     post_id = new_post(app, "Before", status="draft")
     with app.app_context():
         with pytest.raises(posts.PostError) as refused:
-            posts.change_post(post_id, 1, ("After", "", ""),
+            posts.change_post(post_id, 1, posts.TypedText("After", "", "", 1),
                               {"unpublish_at": datetime.now(UTC) + timedelta(days=1)})
         assert set(refused.value.errors) == {"unpublish_at"}
         posts.publish_now(post_id)  # the publish leader, between an editor's read and write
         with pytest.raises(posts.StalePost):
-            posts.change_post(post_id, 1, ("After", "", ""), {})
+            posts.change_post(post_id, 1, posts.TypedText("After", "", "", 1), {})
         post = posts.get_post(post_id)
         assert (post.title, post.status, post.version) == ("Before", "published", 2)
 

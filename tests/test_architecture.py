@@ -17,18 +17,24 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in WEBAPP.rglob("*.py")}
 
 
+def _from_base(node: ast.ImportFrom, name: str, path: Path) -> str:
+    """Return the absolute module a `from … import` in module name (at path) reads from."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    base = node.module or ""
+    if node.level:
+        anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join(anchor + ([base] if base else []))
+    return base
+
+
 def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Return the webapp modules path imports, at any depth (function-level imports too)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
+            base = _from_base(node, name, path)
             # `from pkg import mod` imports pkg.mod when that is a module
             targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
                        for a in node.names]
@@ -158,3 +164,42 @@ def test_the_test_modules_run_first_exist():
 
     tests = Path(__file__).resolve().parent
     assert [name for name in RUN_FIRST if not (tests / f"{name}.py").exists()] == []
+
+
+ROUTE_DECORATORS = {"route", "get", "post", "put", "patch", "delete"}
+
+
+def _declares_routes(path: Path) -> bool:
+    """Return whether a module adds routes to a blueprint (@bp.get, @bp.route, add_url_rule)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        calls = node.decorator_list if isinstance(node, ast.FunctionDef) else [node]
+        for call in calls:
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and (
+                    call.func.attr == "add_url_rule"
+                    or node is not call and call.func.attr in ROUTE_DECORATORS):
+                return True
+    return False
+
+
+def test_no_view_imports_another_view():
+    # a view (a module with routes) shares with others through modules without routes:
+    # views/errors.py, views/editor.py (the post editor's page), the API's helpers
+    modules = _modules()
+    views = {n for n, path in modules.items()
+             if n.startswith("webapp.views") and _declares_routes(path)}
+    assert {"webapp.views.posts", "webapp.views.api.posts", "webapp.views.revisions"} <= views
+    known = set(modules)
+    found = {name: sorted(_imports(name, modules[name], known) & views) for name in views}
+    assert {name: other for name, other in found.items() if other} == {}
+
+
+def test_no_module_imports_a_private_name_from_another():
+    # what a module lends, it names without a leading underscore (and its package exports)
+    found = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and _from_base(node, name, path).startswith(
+                    "webapp"):
+                found += [f"{name}: {alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []

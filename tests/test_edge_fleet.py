@@ -64,7 +64,8 @@ def live(app, title: str, slug: str, unpublish_at=None) -> int:
         post_id = posts.create_post(title, slug, "Some text.").id
         posts.publish_now(post_id)
         if unpublish_at is not None:
-            posts.set_unpublish_time(post_id, posts.get_post(post_id).version, unpublish_at)
+            posts.change_post(post_id, posts.get_post(post_id).version, None,
+                              {"unpublish_at": unpublish_at})
     return post_id
 
 

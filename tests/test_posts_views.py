@@ -558,6 +558,47 @@ def test_text_typed_beside_a_schedule_is_saved_with_it_or_refused_whole(app, edi
         assert db.session.get(Post, post_id).body == "their body"
 
 
+def typed_beside(app, post_id: int, **form) -> dict:
+    """Return a panel form as soloist.js sends it from the page as it is now: the panel's
+    version, and the text typed over the post's text at that version."""
+    from webapp.posts import content_digest
+
+    post = load(app, post_id)
+    return {"version": str(post.version), "text_version": str(post.version),
+            "digest": content_digest(post.title, post.slug, post.body),
+            "title": post.title, "slug": post.slug, **form}
+
+
+def test_text_typed_beside_a_reschedule_does_not_go_live_when_the_leader_published_it(app,
+                                                                                   editor):
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    post_id = new_post(app, "Launch", body="Reviewed body.", status="scheduled", publish_at=at)
+    later = local_input(at + timedelta(hours=1), "UTC")
+    form = typed_beside(app, post_id, body="Unreviewed body.", publish_at=later,
+                        unpublish_at="", zone="UTC")
+    with app.app_context():  # the post goes out while the editor is still typing
+        publish.tick(at + timedelta(seconds=1))
+    refused = post_form(editor, f"/admin/posts/{post_id}/schedule", form)
+    assert refused.status_code == 409 and "Someone else changed this post" in text(refused)
+    assert "Unreviewed body." in text(refused)  # kept in the form, to look at again
+    readers = app.test_client().get("/posts/launch")
+    assert "Reviewed body." in text(readers) and "Unreviewed" not in text(readers)
+    assert outbox(app) == [("post.published", post_id)]  # no post.updated went out
+
+
+def test_publishing_with_typed_text_during_a_freeze_saves_neither(app, editor):
+    from webapp.ops import freezes
+
+    post_id = new_post(app, "Draft", body="Old body.")
+    with app.app_context():
+        freezes.freeze("publishing", "incident", "hold", "ops@example.com")
+    form = typed_beside(app, post_id, body="New body, typed beside Publish now.")
+    refused = post_form(editor, f"/admin/posts/{post_id}/publish", form)
+    assert refused.status_code == 409 and "New body, typed beside Publish now." in text(refused)
+    post = load(app, post_id)
+    assert (post.status, post.body, post.version) == ("draft", "Old body.", 1)
+
+
 def test_a_new_post_can_be_scheduled_as_it_is_saved_wherever_it_is_started(app, editor):
     page = text(editor.get("/admin/posts/new"))
     assert 'id="f-publish_at"' in page and "leave it empty to save a draft" in page

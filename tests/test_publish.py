@@ -158,9 +158,7 @@ def test_scheduling_something_sooner_wakes_the_leader(app, scheduler):
     wait_for(lambda: scheduler.leadership.held, 10, "the scheduler to lead")
     wait_for(lambda: PUBLISH.value in scheduler.due, 10, "a first publish tick")
     with app.app_context():
-        post = posts.create_post("Soon", "soon", "")
-        posts.schedule_post(post.id, post.version, datetime.now(UTC) + timedelta(milliseconds=300),
-                            None)
+        posts.create_post("Soon", "soon", "", datetime.now(UTC) + timedelta(milliseconds=300))
 
         def published() -> bool:
             db.session.rollback()

@@ -64,9 +64,8 @@ def _tick_app(url: str):
 
 def _schedule_soon(app, slug: str) -> int:
     with app.app_context():
-        post = posts.create_post(slug.title(), slug, "")
-        posts.schedule_post(post.id, post.version,
-                            datetime.now(UTC) + timedelta(milliseconds=300), None)
+        post = posts.create_post(slug.title(), slug, "",
+                                 datetime.now(UTC) + timedelta(milliseconds=300))
         return post.id
 
 

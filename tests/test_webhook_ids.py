@@ -47,8 +47,7 @@ def lose_the_publication(post_id: int, version: int) -> None:
 
 
 def scheduled_post(now: datetime) -> Post:
-    post = posts.create_post("Hello", "hello", "")
-    return posts.schedule_post(post.id, post.version, now + timedelta(hours=1), None)
+    return posts.create_post("Hello", "hello", "", now + timedelta(hours=1))
 
 
 def test_a_publication_redone_after_a_lossy_failover_carries_the_same_ids(endpoints):

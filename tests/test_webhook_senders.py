@@ -61,9 +61,8 @@ def test_a_dead_endpoint_delays_only_itself(allowed, healthy, silent):
         create_webhook(silent, ["post.published"], SECRET)
         create_webhook(healthy.url + "/ok", ["post.published"], SECRET)
         for i in range(5):
-            post = posts.create_post(f"Post {i}", f"post-{i}", "")
-            posts.schedule_post(post.id, post.version,
-                                datetime.now(UTC) + timedelta(milliseconds=200 * (i + 1)), None)
+            posts.create_post(f"Post {i}", f"post-{i}", "",
+                              datetime.now(UTC) + timedelta(milliseconds=200 * (i + 1)))
     url = allowed.config["SQLALCHEMY_DATABASE_URI"]
     running = Scheduler(allowed, tick_app=scheduler_app({
         "TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",

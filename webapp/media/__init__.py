@@ -15,6 +15,7 @@ from .images import EXTENSIONS, TYPES_TAKEN, WIDTHS, ImageRefused
 from .serving import (
     copy_is_current,
     etag,
+    file_json,
     init_app,
     is_address,
     markdown_for,
@@ -41,7 +42,7 @@ from .store import (
 __all__ = [
     "EXTENSIONS", "TYPES_TAKEN", "WIDTHS", "ImageRefused", "MediaError", "MediaInUse",
     "MediaNotFound", "add_webp", "clean_alt", "copy_is_current", "delete_file",
-    "describe_images", "etag", "first_image", "get_file", "init_app", "is_address",
+    "describe_images", "etag", "file_json", "first_image", "get_file", "init_app", "is_address",
     "list_files", "markdown_for", "media_path", "megabytes", "posts_using", "read_variant",
     "served_headers", "upload",
 ]

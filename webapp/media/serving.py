@@ -53,6 +53,16 @@ def markdown_for(sha256: str, ext: str, alt: str) -> str:
     return f"![{escaped}]({media_path(sha256, 'orig', ext)})"
 
 
+def file_json(row: MediaFile) -> dict:
+    """Return a file as the editor's script and the API show it: its address, its Markdown."""
+    return {"id": row.id, "sha256": row.sha256, "name": row.name, "alt": row.alt,
+            "content_type": row.content_type, "width": row.width, "height": row.height,
+            "size": row.size, "widths": row.variant_widths(),
+            "url": media_path(row.sha256, "orig", row.ext),
+            "markdown": markdown_for(row.sha256, row.ext, row.alt),
+            "uploaded_by": row.uploaded_by, "created_at": row.created_at.isoformat()}
+
+
 def etag(sha256: str, variant: str, ext: str) -> str:
     """Return the ETag of one width in one type: a WebP copy's is not its original's."""
     return f'"{sha256[:32]}-{variant}.{ext}"'

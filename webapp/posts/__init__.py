@@ -3,8 +3,10 @@
 Every function checks its input before writing and writes in one transaction,
 so bad input changes nothing. The text is edited in `edits`, the status moves
 in `lifecycle` (one fenced conditional UPDATE for editors and the leader
+alike), text and schedule change together in `changes` (the forms and the API
 alike), the reading side is in `queries`, and `previews` makes the links that show a
-draft to someone without an account. It may import the bottom of the house,
+draft to someone without an account. The modules lend each other public names only;
+what the rest of the house may use is exported here. It may import the bottom of the house,
 leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
 validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
@@ -18,6 +20,7 @@ from .edits import (
     MAX_SLUG,
     MAX_TITLE,
     PostFields,
+    TypedText,
     check_fields,
     check_times,
     content_digest,
@@ -27,7 +30,14 @@ from .edits import (
     slugify,
     update_post,
 )
-from .errors import PostError, PostNotFound, PublishingFrozen, PublishTimeInPast, StalePost
+from .errors import (
+    PostError,
+    PostNotFound,
+    PublishingFrozen,
+    PublishTimeInPast,
+    StalePost,
+    StaleText,
+)
 from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
@@ -36,8 +46,6 @@ from .lifecycle import (
     next_due_reads,
     publish_due,
     publish_now,
-    schedule_post,
-    set_unpublish_time,
     unpublish_expired,
     unpublish_post,
     unschedule_post,
@@ -82,7 +90,7 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
-    "PublishTimeInPast", "StalePost", "ChangeState",
+    "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
     "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
     "upcoming_changes",
     "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
@@ -91,7 +99,7 @@ __all__ = [
     "next_due", "next_due_reads", "preview_for_token", "Preview", "publish_due",
     "publish_now",
     "published_by_slug", "published_page", "published_post",
-    "recently_published", "revoke_link", "schedule_post",
-    "set_unpublish_time", "slugify", "status_counts", "unpublish_expired", "unpublish_post",
+    "recently_published", "revoke_link",
+    "slugify", "status_counts", "unpublish_expired", "unpublish_post",
     "unschedule_post", "upcoming", "update_post", "write_outbox",
 ]

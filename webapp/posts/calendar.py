@@ -2,8 +2,8 @@
 
 A day is a bucket in the viewer's zone, not UTC: a post at 23:30 UTC is on the next day
 in Europe/Paris. The days run from one local midnight to the next, so a day when the
-clocks change is 23 or 25 hours long. A move is schedule_post with the post's own
-unpublish time, so it is refused exactly as the editor's form is.
+clocks change is 23 or 25 hours long. A move is change_post with a new publish time (the
+post's unpublish time kept), so it is refused exactly as the editor's form is.
 """
 
 from dataclasses import dataclass
@@ -15,9 +15,9 @@ from sqlalchemy.orm import defer
 
 from ..extensions import db
 from ..models import Post, ScheduledChange
+from .changes import change_post
 from .edits import get_post
 from .errors import PostError
-from .lifecycle import schedule_post
 from .pending import changes_with_posts
 
 VIEWS = ("month", "week")
@@ -228,4 +228,4 @@ def move_post(post_id: int, version: int, publish_at: datetime) -> Post:
     if post.status != "scheduled":
         raise PostError({"form": f"This post is {post.status} now, not scheduled; "
                                  "nothing changed."})
-    return schedule_post(post_id, version, publish_at, post.unpublish_at)
+    return change_post(post_id, version, None, {"publish_at": publish_at})

@@ -1,9 +1,10 @@
 """Change a post's text and schedule together, in one transaction: all of it or nothing.
 
-The JSON API's PATCH may send both. Saving the text and then the schedule in two
-transactions would keep the new text when the schedule is refused, or when the
-publish leader moves the post in between; here the row is locked once, every part is
-checked against it, and one commit writes them all (with their audit rows).
+The one way in for both: the JSON API's PATCH, the editor's schedule and unpublish-time
+forms (with the text typed beside them) and the calendar's move. Saving the text and then
+the schedule in two transactions would keep the new text when the schedule is refused,
+or when the publish leader moves the post in between; here the row is locked once, every
+part is checked against it, and one commit writes them all (with their audit rows).
 """
 
 from datetime import datetime
@@ -13,51 +14,46 @@ from ..extensions import db
 from ..leadership.keys import PUBLISH
 from ..models import Post
 from ..ops import audit
-from ..site import state
-from . import revisions
 from .edits import (
-    SLUG_TAKEN,
-    _commit_or_slug_taken,
-    _slug_taken,
-    _text_changes,
-    check_fields,
-    updated,
+    TypedText,
+    check_text,
+    check_times,
+    lock_post,
+    refuse_stale_text,
+    refusing_a_taken_slug,
+    write_text,
 )
-from .errors import PostError
-from .lifecycle import SCHEDULABLE, _audit_post, _locked, check_times
+from .errors import PostError, StalePost
+from .lifecycle import SCHEDULABLE
 
 
-def change_post(post_id: int, version: int, text: tuple[str, str, str] | None,
+def change_post(post_id: int, version: int, text: TypedText | None,
                 times: dict[str, datetime | None]) -> Post:
-    """Save new (title, slug, body) and/or times against version, or raise and write nothing.
+    """Save new text and/or times against version, or raise and write nothing.
 
     times holds publish_at and/or unpublish_at as sent: a moment, or None to clear it.
+    text carries the version it was typed on (the API's: version; an editor's page may have
+    refreshed its publication panel since, see TypedText). Someone else's newer text is
+    refused first (StaleText), then any change since version (StalePost).
     """
-    fields = check_fields(*text) if text is not None else None
+    fields = check_text(post_id, text) if text is not None else None
     now = database_now()  # before the lock: reading the clock ends a transaction
-    if fields is not None and _slug_taken(fields.slug, except_id=post_id):
-        raise PostError(dict(SLUG_TAKEN))
-    post = _locked(post_id, version)
+    post = lock_post(post_id)
+    if text is not None:
+        refuse_stale_text(post, text, fields)
     try:
+        if post.version != version:
+            raise StalePost(post)
         _change_times(post, times, now)
     except PostError:
         db.session.rollback()
         raise
-    text_changed = fields is not None and (fields.title, fields.body) != (post.title, post.body)
-    if fields is not None:
-        audit.record("post.edit", audit.target("post", post.id, fields.title),
-                     _text_changes(post, fields))
-        post.title, post.slug, post.body = fields.title, fields.slug, fields.body
-        if post.status == "published":  # under the row lock: readers see the new text
-            state.bump(now)
-    if text_changed:
-        revisions.keep(post.id, post.title, post.body, "edit", post.status == "published")
     post.version += 1
     post.updated_at = now
-    if text_changed and post.status == "published":
-        db.session.flush()
-        updated([post], now)
-    _commit_or_slug_taken()
+    with refusing_a_taken_slug():
+        if fields is not None:
+            write_text(post, fields, now)
+        db.session.commit()
     return post
 
 
@@ -99,7 +95,9 @@ def _change_unpublish_time(post: Post, unpublish_at: datetime | None, now: datet
 
 def _set(post: Post, action: str, **values) -> None:
     """Record action with what changes, change post, and wake the publish leader at commit."""
-    _audit_post(action, post, **values)
+    before = {name: getattr(post, name) for name in values}
+    audit.record(action, audit.target("post", post.id, post.title),
+                 audit.changes(before, values))
     for name, value in values.items():
         setattr(post, name, value)
     wake_scheduler(PUBLISH.name)

@@ -3,6 +3,8 @@
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,7 +19,7 @@ from ..ops import audit
 from ..site import state
 from ..site.xmltext import unsafe_character
 from . import revisions
-from .errors import PostError, PostNotFound, PublishTimeInPast, StalePost
+from .errors import PostError, PostNotFound, PublishTimeInPast, StaleText
 from .outbox import write_outbox
 
 MAX_TITLE = 200
@@ -102,26 +104,89 @@ def _slug_taken(slug: str, except_id: int | None = None) -> bool:
 SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
 
 
-def _commit_or_slug_taken(post: Post | None = None, detail: dict | None = None,
-                          wake: bool = False) -> None:
-    """Commit, with the audit row and first revision of a new post (its id comes from the
-    flush) if given.
-
-    wake: NOTIFY the publish leader at commit (a post was scheduled). Every statement
-    comes after the flush, inside the try: another editor's post committed with the same
-    slug since it was checked is a refusal naming the slug, whichever statement meets it.
-    """
+@contextmanager
+def refusing_a_taken_slug() -> Iterator[None]:
+    """Refuse, naming the slug, when a statement inside (the commit included) meets another
+    editor's post committed with the same slug since it was checked; write nothing."""
     try:
-        if post is not None:
-            db.session.flush()  # its id: for its audit row and its first revision
-            audit.record("post.create", audit.target("post", post.id, post.title), detail)
-            revisions.keep(post.id, post.title, post.body, "create", live=False)
-        if wake:
-            wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
-        db.session.commit()
+        yield
     except IntegrityError:  # two editors took the same slug at the same moment
         db.session.rollback()
         raise PostError(dict(SLUG_TAKEN)) from None
+
+
+@dataclass(frozen=True)
+class TypedText:
+    """A post's text as an editor sent it, and the version of the post it was typed on.
+
+    digest names the text of that version (content_digest): given, the text still applies
+    when only the post's status or times changed since (the publish leader published it,
+    say); without it, any change since refuses it.
+    """
+
+    title: str
+    slug: str
+    body: str
+    version: int
+    digest: str | None = None
+
+
+def check_text(post_id: int, typed: TypedText) -> PostFields:
+    """Return typed's fields checked for post_id, or raise PostError (a bad field, a slug in
+    use). Call it before lock_post: it reads."""
+    fields = check_fields(typed.title, typed.slug, typed.body)
+    if _slug_taken(fields.slug, except_id=post_id):
+        raise PostError(dict(SLUG_TAKEN))
+    return fields
+
+
+def lock_post(post_id: int) -> Post:
+    """Return the post locked for update, or raise PostNotFound."""
+    post = db.session.get(Post, post_id, with_for_update=True, populate_existing=True) \
+        if 0 < post_id <= MAX_ID else None
+    if post is None:
+        db.session.rollback()
+        raise PostNotFound()
+    return post
+
+
+def refuse_stale_text(post: Post, typed: TypedText, fields: PostFields) -> None:
+    """Refuse text typed on a version whose text someone else changed since (StaleText),
+    unless it is that text already; the lock is let go."""
+    current = (post.title, post.slug, post.body)
+    if (fields.title, fields.slug, fields.body) == current:
+        return
+    if post.version != typed.version and typed.digest != content_digest(*current):
+        db.session.rollback()
+        raise StaleText(post)
+
+
+def write_text(post: Post, fields: PostFields, now: datetime,
+               restored_from: int | None = None) -> None:
+    """Put checked text on a post locked for update, with what goes with it (the same text:
+    nothing).
+
+    An audit row; a revision for a new title or body (restored_from: the one a restore
+    brings back, audited as post.restore); on a live post the readers' version, and a
+    post.updated event naming the post's version, which the caller has already moved on.
+    """
+    if (fields.title, fields.slug, fields.body) == (post.title, post.slug, post.body):
+        return
+    detail = _text_changes(post, fields)
+    if restored_from:
+        detail["restored"] = restored_from
+    audit.record("post.restore" if restored_from else "post.edit",
+                 audit.target("post", post.id, fields.title), detail)
+    text_changed = (fields.title, fields.body) != (post.title, post.body)
+    post.title, post.slug, post.body = fields.title, fields.slug, fields.body
+    live = post.status == "published"
+    if text_changed:
+        revisions.keep(post.id, post.title, post.body, "restore" if restored_from else "edit",
+                       live, restored_from=restored_from)
+    if live:  # readers see the new text: the public pages changed, and the hooks hear of it
+        state.bump(now)
+        if text_changed:
+            updated([post], now)
 
 
 def _text_changes(post: Post, fields: PostFields) -> dict:
@@ -178,7 +243,13 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
     detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
-    _commit_or_slug_taken(post, detail, wake=publish_at is not None)
+    with refusing_a_taken_slug():
+        db.session.flush()  # its id: for its audit row and its first revision
+        audit.record("post.create", audit.target("post", post.id, post.title), detail)
+        revisions.keep(post.id, post.title, post.body, "create", live=False)
+        if publish_at is not None:
+            wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
+        db.session.commit()
     return post
 
 
@@ -195,46 +266,22 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
 
     A form opened at an older version still saves when only the status changed in
     between (the publish leader published it, say): its text digest still matches.
-    A new title or body is kept as a revision; restored_from names the revision a restore
-    brings back (audited as post.restore). A live post's new text is a post.updated event.
+    restored_from names the revision a restore brings back (see write_text).
     """
-    fields = check_fields(title, slug, body)
-    now = database_now()
-    post = get_post(post_id)
-    if _slug_taken(fields.slug, except_id=post_id):
-        raise PostError(dict(SLUG_TAKEN))
-    if post.version != version and digest != content_digest(post.title, post.slug, post.body):
-        raise StalePost(post)
-    saved = db.session.execute(
-        sa.update(Post)
-        .where(Post.id == post_id, Post.version == post.version)
-        .values(title=fields.title, slug=fields.slug, body=fields.body,
-                version=Post.version + 1, updated_at=now)
-        .returning(Post.id, Post.slug, Post.title, Post.status, Post.version, Post.created_at)
-        .execution_options(synchronize_session=False)
-    ).all()
-    if len(saved) != 1:
-        db.session.rollback()
-        raise StalePost(get_post(post_id))
-    live = saved[0].status == "published"
-    text_changed = (fields.title, fields.body) != (post.title, post.body)
-    if text_changed:
-        revisions.keep(post_id, fields.title, fields.body,
-                       "restore" if restored_from else "edit", live, restored_from=restored_from)
-    if live:  # readers see the new text: the public pages changed, and the hooks hear of it
-        state.bump(now)
-        if text_changed:
-            updated(saved, now)
-    detail = _text_changes(post, fields)
-    if restored_from:
-        detail["restored"] = restored_from
-    audit.record("post.restore" if restored_from else "post.edit",
-                 audit.target("post", post_id, fields.title), detail)
-    _commit_or_slug_taken()
-    return get_post(post_id)
+    typed = TypedText(title, slug, body, version, digest)
+    fields = check_text(post_id, typed)
+    now = database_now()  # before the lock: reading the clock ends a transaction
+    post = lock_post(post_id)
+    refuse_stale_text(post, typed, fields)
+    post.version += 1
+    post.updated_at = now
+    with refusing_a_taken_slug():
+        write_text(post, fields, now, restored_from)
+        db.session.commit()
+    return post
 
 
 def updated(rows: list[sa.Row], now: datetime, writer: str = "") -> None:
-    """Add the post.updated events of live posts whose text changed (rows: as _move returns)."""
+    """Add the post.updated events of live posts whose text changed (rows: as move returns)."""
     write_outbox("post.updated", rows, now, writer)
     wake_scheduler(PLUGINS.name)

@@ -27,6 +27,11 @@ class StalePost(PostError):
         self.current = current
 
 
+class StaleText(StalePost):
+    """Someone else changed the text after this text was typed (a status change does not
+    count: the text typed still applies to the text it was typed on)."""
+
+
 class PublishTimeInPast(PostError):
     """The publish time has already passed; the editor may publish now instead."""
 

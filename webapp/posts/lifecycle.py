@@ -1,6 +1,7 @@
-"""A post's status: schedule, publish, unpublish — by editors and by the publish leader.
+"""A post's status: publish, unpublish, unschedule — by editors and by the publish leader
+(a new time is a change of the post's schedule: changes.change_post).
 
-Every status change is one conditional UPDATE (`_move`) that only a post still
+Every status change is one conditional UPDATE (`move`) that only a post still
 in the expected status matches, with its outbox rows in the same transaction.
 So an editor's click and the leader's tick can never both win, and two
 processes that both believe they lead can never publish a post twice.
@@ -18,15 +19,23 @@ from ..ops import audit, freezes
 from ..ops.metrics import observe_publish_lags
 from ..site import state
 from . import revisions
-from .edits import check_times, get_post
-from .errors import PostError, PostNotFound, PublishingFrozen, StalePost
+from .edits import (
+    TypedText,
+    check_text,
+    get_post,
+    lock_post,
+    refuse_stale_text,
+    refusing_a_taken_slug,
+    write_text,
+)
+from .errors import PostError, PublishingFrozen
 from .outbox import write_outbox
 
 SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
 
 
-def _move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
+def move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
     """Change the posts matching conditions, bumping their version; return (id, slug, title)
 
     and the columns also, if any, then the post's new version and its created_at (by name:
@@ -72,8 +81,8 @@ def _transition(now: datetime, source: str, target: str, due_column: sa.Column, 
     values = {"status": target, "updated_at": now}
     if target == "published":
         values["published_at"] = now
-    moved = _move([Post.id == due.c.id, Post.status == source, due_column <= now], values,
-                  due_column)
+    moved = move([Post.id == due.c.id, Post.status == source, due_column <= now], values,
+                 due_column)
     if target == "published":
         revisions.mark_live([row.id for row in moved])
     _commit_moved(topic, moved, now, holder)
@@ -100,8 +109,8 @@ def hold_due(now: datetime) -> list[tuple[int, str]]:
     A publishing freeze's "hold" on resume: an editor decides about each. The caller
     commits (with the end of the freeze).
     """
-    moved = _move([Post.status == "scheduled", Post.publish_at <= now],
-                  {"status": "draft", "updated_at": now})
+    moved = move([Post.status == "scheduled", Post.publish_at <= now],
+                 {"status": "draft", "updated_at": now})
     return [(row.id, row.title) for row in moved]
 
 
@@ -124,59 +133,6 @@ def next_due() -> datetime | None:
 
 
 # -- editors --------------------------------------------------------------------------
-
-def _locked(post_id: int, version: int) -> Post:
-    """Return the post locked for update, or raise if it is gone or changed since version."""
-    post = db.session.get(Post, post_id, with_for_update=True, populate_existing=True)
-    if post is None:
-        db.session.rollback()
-        raise PostNotFound()
-    if post.version != version:
-        db.session.rollback()
-        raise StalePost(post)
-    return post
-
-
-def schedule_post(post_id: int, version: int, publish_at: datetime,
-                  unpublish_at: datetime | None) -> Post:
-    """Schedule a post for publish_at (and optionally unpublish_at), waking the leader."""
-    check_times(publish_at, unpublish_at)
-    post = _locked(post_id, version)
-    if post.status not in SCHEDULABLE:
-        db.session.rollback()
-        raise PostError({"form": "This post is published: unpublish it first, or set when it "
-                                 "should be unpublished."})
-    _audit_post("post.schedule", post, status="scheduled", publish_at=publish_at,
-                unpublish_at=unpublish_at)
-    post.status = "scheduled"
-    post.publish_at = publish_at
-    post.unpublish_at = unpublish_at
-    post.version = (post.version or 0) + 1
-    wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until the new time
-    db.session.commit()
-    return post
-
-
-def set_unpublish_time(post_id: int, version: int, unpublish_at: datetime | None) -> Post:
-    """Set or clear when a published post is taken down, waking the leader."""
-    check_times(None, unpublish_at)
-    post = _locked(post_id, version)
-    if post.status != "published":
-        db.session.rollback()
-        raise PostError({"form": f"This post is {post.status}, not published; nothing changed."})
-    _audit_post("post.unpublish_time", post, unpublish_at=unpublish_at)
-    post.unpublish_at = unpublish_at
-    post.version += 1
-    wake_scheduler(PUBLISH.name)
-    db.session.commit()
-    return post
-
-
-def _audit_post(action: str, post: Post, **after) -> None:
-    """Record an editor's change of post's schedule: each field as it was and will be."""
-    before = {name: getattr(post, name) for name in after}
-    audit.record(action, audit.target("post", post.id, post.title), audit.changes(before, after))
-
 
 def _audit_moved(action: str, moved: list[sa.Row], status: list[str] | str,
                  overridden: Freeze | None = None) -> None:
@@ -202,7 +158,7 @@ def _unless_frozen(override: bool) -> Freeze | None:
 
 def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str) -> list[sa.Row]:
     """Move one post out of sources, or raise a refusal saying what it is now."""
-    moved = _move([Post.id == post_id, Post.status.in_(sources)], values)
+    moved = move([Post.id == post_id, Post.status.in_(sources)], values)
     if not moved:
         db.session.rollback()
         post = get_post(post_id)
@@ -221,21 +177,30 @@ def unschedule_post(post_id: int) -> None:
     db.session.commit()
 
 
-def publish_now(post_id: int, instance: str = "", override_freeze: bool = False) -> None:
+def publish_now(post_id: int, instance: str = "", override_freeze: bool = False,
+                text: TypedText | None = None) -> None:
     """Publish a post at once, with its 'post.published' outbox row in the same transaction.
 
-    A publishing freeze refuses it (PublishingFrozen) unless override_freeze (an admin's).
+    text: what the editor typed beside the button, published with it or not at all (refused
+    as the Save button refuses it). A publishing freeze refuses it all (PublishingFrozen)
+    unless override_freeze (an admin's).
     """
+    fields = check_text(post_id, text) if text is not None else None
     now = database_now()
     overridden = _unless_frozen(override_freeze)
+    if text is not None:
+        post = lock_post(post_id)
+        refuse_stale_text(post, text, fields)
+        write_text(post, fields, now)  # published below, or rolled back with it
     keep_expiry = sa.case((Post.unpublish_at > now, Post.unpublish_at), else_=None)
-    moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
-                                             "publish_at": now, "unpublish_at": keep_expiry,
-                                             "updated_at": now}, "published")
-    _audit_moved("post.publish", moved, "published", overridden)  # from any SCHEDULABLE
-    revisions.mark_live([row.id for row in moved])
-    wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
-    _commit_moved("post.published", moved, now, instance)
+    with refusing_a_taken_slug():
+        moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
+                                                 "publish_at": now, "unpublish_at": keep_expiry,
+                                                 "updated_at": now}, "published")
+        _audit_moved("post.publish", moved, "published", overridden)  # from any SCHEDULABLE
+        revisions.mark_live([row.id for row in moved])
+        wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
+        _commit_moved("post.published", moved, now, instance)
 
 
 def unpublish_post(post_id: int, instance: str = "", override_freeze: bool = False) -> None:

@@ -34,7 +34,7 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, i
 
 
 def write_outbox(topic: str, rows: list[sa.Row], now: datetime, writer: str) -> None:
-    """Add one outbox event per row _move returned to the current transaction.
+    """Add one outbox event per row lifecycle.move returned to the current transaction.
 
     writer fills the events' instance column (models.OutboxEvent says what it holds).
 

@@ -21,7 +21,7 @@ from ..site import state
 from . import revisions
 from .edits import check_fields, content_digest, get_post, updated
 from .errors import PostError, PublishTimeInPast
-from .lifecycle import _move
+from .lifecycle import move
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def apply_due(now: datetime, limit: int, holder: str = "") -> list[tuple[int, fl
     text = {column: sa.select(getattr(ScheduledChange, column))
             .where(taken, ScheduledChange.post_id == Post.id).scalar_subquery()
             for column in ("title", "body")}
-    moved = _move([Post.id.in_(list(due))], {**text, "updated_at": now}, Post.status)
+    moved = move([Post.id.in_(list(due))], {**text, "updated_at": now}, Post.status)
     db.session.execute(sa.delete(ScheduledChange).where(taken)
                        .execution_options(synchronize_session=False))
     for row in moved:

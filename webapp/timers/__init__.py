@@ -45,7 +45,7 @@ def create_timer(data: Mapping[str, Any], now: datetime | None = None) -> Timer:
     """Validate data and store a new timer; wake the plugin leader."""
     now = now or database_now()
     values = parse_timer(data)
-    _refuse_past_once(values, now)
+    refuse_past_once(values, now)
     timer = Timer(consecutive_failures=0, paused=False, paused_reason="")
     _apply(timer, values, now)
     db.session.add(timer)
@@ -68,7 +68,7 @@ def update_timer(timer: Timer, data: Mapping[str, Any], now: datetime | None = N
                                          f"action stays {timer.qualified_action}; create a new "
                                          "timer for another action."})
     if values["run_at"] != timer.run_at:
-        _refuse_past_once(values, now)
+        refuse_past_once(values, now)
     before = {key: getattr(timer, key) for key in values}
     audit.record("timer.edit", _target(timer), audit.changes(before, values))
     _apply(timer, values, now)
@@ -77,7 +77,8 @@ def update_timer(timer: Timer, data: Mapping[str, Any], now: datetime | None = N
     return timer
 
 
-def _refuse_past_once(values: dict, now: datetime) -> None:
+def refuse_past_once(values: dict, now: datetime) -> None:
+    """Refuse a one-off timer whose time has passed (its form and its preview alike)."""
     if values["kind"] == "once" and values["run_at"] <= now:
         raise ValidationError({"run_at": "That time has passed; pick a time in the future."})
 

@@ -21,7 +21,7 @@ from cronsim import CronSim
 from ..clockchanges import ClockChange, changes_between, clock
 from ..plugins.base import ValidationError
 from ..plugins.schedules import UNITS, Schedule
-from . import _refuse_past_once
+from . import refuse_past_once
 from .fields import parse_schedule
 
 COUNT = 5
@@ -62,7 +62,7 @@ def prompt(data) -> str | None:
 def next_runs(data, now: datetime, count: int = COUNT) -> Preview:
     """Return the next runs of the schedule typed in form data; raise ValidationError."""
     values = parse_schedule(data)
-    _refuse_past_once(values, now)
+    refuse_past_once(values, now)
     if values["kind"] == "every" and values["start_at"] is None:
         values["start_at"] = now.replace(microsecond=0)  # as saving it would
     schedule = Schedule(values["kind"], values["timezone"], values["every"], values["unit"],

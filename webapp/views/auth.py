@@ -12,9 +12,9 @@ from flask import (
     session,
     url_for,
 )
-from flask_login import current_user, login_required, login_user, logout_user
+from flask_login import current_user, login_required, logout_user
 
-from ..accounts import devices, passkeys, sessions, stepup, throttle, totp
+from ..accounts import devices, passkeys, sessions, signin, stepup, throttle, totp
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -72,7 +72,7 @@ def _signed_in(user: User, address: str, device_id: int | None, next_url: str, z
     """Finish a sign-in whose every proof is in (method: "password + totp") and say where
     to go."""
     _adopt_browser_zone(user, zone)
-    _trust_and_start(user, address, device_id, method)
+    signin.start(user, address, device_id, method)
     if user.must_change_password:
         flash("Choose a new password to finish setting up your account.", "info")
         return redirect(url_for("auth.settings"))
@@ -117,36 +117,9 @@ def second_factor():
     return response
 
 
-def _signed_in_with(user: User, address: str, method: str) -> None:
-    """Start the session of a sign-in proved another way than the password (a passkey)."""
-    trusted = devices.presented(user.email)
-    _trust_and_start(user, address, trusted.id if trusted else None, method)
-
-
-def _trust_and_start(user: User, address: str, device_id: int | None, method: str) -> None:
-    """Forget this browser's failures (the audit log keeps them), trust it (its device
-    cookie), start the session: its audit row says how it was proved and from which
-    browser."""
-    throttle.clear_failures(user.email, address, device_id)
-    device = devices.remember(user, sessions.header_text(request.headers.get("User-Agent", "")))
-    db.session.commit()
-    _start(user, address, {"method": method, "device": device.id,
-                           "known_device": device.id == device_id})
-
-
 def _second_steps(user: User) -> dict:
     """Say which second steps the user has: a code from the app, a passkey, or both."""
     return {"totp_on": totp.is_on(user), "passkey_on": passkeys.has_any(user)}
-
-
-def _start(user: User, address: str, proof: dict) -> None:
-    """Start a fresh server-side session and cookie for user (no fixation), proved as proof
-    says (its method's last step is the session's latest proof)."""
-    session.clear()
-    session.permanent = True
-    sessions.start_session(user, address, request.headers.get("User-Agent", ""), proof)
-    login_user(user)
-    stepup.proved(proof["method"].rsplit(" + ", 1)[-1])
 
 
 def _adopt_browser_zone(user: User, zone: str) -> None:

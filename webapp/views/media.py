@@ -71,17 +71,6 @@ def index():
     return _index()
 
 
-def file_json(row) -> dict:
-    """Return a file as the editor's script and the API show it."""
-    return {"id": row.id, "sha256": row.sha256, "name": row.name, "alt": row.alt,
-            "content_type": row.content_type, "width": row.width, "height": row.height,
-            "size": row.size, "widths": row.variant_widths(),
-            "url": url_for("media_files.serve", sha256=row.sha256, variant="orig",
-                           ext=row.ext),
-            "markdown": media.markdown_for(row.sha256, row.ext, row.alt),
-            "uploaded_by": row.uploaded_by, "created_at": row.created_at.isoformat()}
-
-
 @bp.post("/")
 @role_required("editor")
 def upload():
@@ -99,7 +88,7 @@ def upload():
         return _index(exc.status, {"alt": alt}, {exc.field: str(exc)})
     if wants_json():
         # the Markdown carries the alt text typed now, even when the file was there already
-        body = {**file_json(row), "added": added,
+        body = {**media.file_json(row), "added": added,
                 "markdown": media.markdown_for(row.sha256, row.ext, media.clean_alt(alt))}
         return jsonify(body), 201 if added else 200
     flash(f"“{row.name}” uploaded." if added else f"“{row.name}” was already in the library.",

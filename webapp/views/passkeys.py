@@ -12,7 +12,7 @@ from flask import (
 )
 from flask_login import current_user, login_required
 
-from ..accounts import passkeys, ratelimit, throttle
+from ..accounts import passkeys, ratelimit, signin, throttle
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.stepup import fresh, step_up
 from ..accounts.users import user_target
@@ -131,8 +131,6 @@ def _proved_by_passkey(door: str, expected: User | None) -> User | tuple:
 @bp.post("/login/passkey")
 def sign_in():
     """Sign in with the passkey whose answer signed a challenge of ours."""
-    from .auth import _signed_in_with
-
     pending = session.get("second_factor") or {}
     expected = db.session.get(User, pending["user"]) if pending.get("user") else None
     user = _proved_by_passkey("second step" if pending else "sign-in", expected)
@@ -140,7 +138,8 @@ def sign_in():
         return user
     body = request.get_json(silent=True) or {}
     next_url = str(pending.get("next") or body.get("next", ""))
-    _signed_in_with(user, client_address(), "password + passkey" if pending else "passkey")
+    signin.start_without_password(user, client_address(),
+                                  "password + passkey" if pending else "passkey")
     return jsonify(redirect=next_url if is_safe_next(next_url) else url_for("dashboard.index"))
 
 

@@ -1,33 +1,22 @@
 """The editors' posts: list, write with a live preview, schedule, publish, unpublish."""
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from .. import media, posts
+from .. import posts
 from ..accounts.security import role_required
 from ..clockchanges import post_warning
 from ..models import Post
-from ..posts import PostError, PostNotFound, PublishTimeInPast, StalePost
-from ..site import markdown
+from ..posts import PostError, PublishingFrozen, PublishTimeInPast, StalePost, StaleText
 from ..timefmt import human, zone_label
-from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
+from ..timezones import TimeInputError, parse_local
+from .editor import edit_page, editor_zone, panel_context, post_or_404, read_times, render
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
 SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the page; check "
                           "its state here and try again."}
-
-
-def editor_zone() -> str:
-    """Return the zone the signed-in editor reads and types times in."""
-    return current_user.timezone or "UTC"
-
-
-def post_or_404(post_id: int) -> Post:
-    try:
-        return posts.get_post(post_id)
-    except PostNotFound:
-        abort(404)
+TEXT_FIELDS = ("title", "slug", "body")
 
 
 def _list_args() -> dict:
@@ -126,31 +115,6 @@ def _start_post(form: dict, sched: dict | None) -> Post:
     return posts.create_post(**form, publish_at=publish_at)
 
 
-def edit_page(post: Post, status: int = 200, **context):
-    form = context.pop("form", None) or {
-        "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
-        "digest": posts.content_digest(post.title, post.slug, post.body)}
-    context.setdefault("errors", {})
-    page = _panel_context(post, **context)
-    if post.status in posts.SHAREABLE or page["pending"]:  # the "Share a preview" section
-        page.setdefault("preview_links", posts.live_links(post.id))
-    return render_template("posts/edit.html", form=form, preview=render(form["body"]),
-                           **page), status
-
-
-def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | None = None,
-                   **context) -> dict:
-    zone = editor_zone()
-    if sched is None:
-        # a draft with a time was held by a freeze: its time is offered again
-        keeps = post.status == "scheduled" or (post.status == "draft" and post.publish_at)
-        sched = {"publish_at": input_value(post.publish_at, zone) if keeps else "",
-                 "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
-    return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
-            "zones": sorted(zone_names()), "pending": posts.pending_change(post),
-            "versions": posts.revisions.history(post.id, limit=5), **context}
-
-
 @bp.route("/<int:post_id>", methods=["GET", "POST"])
 @role_required("editor")
 def edit(post_id: int):
@@ -172,31 +136,6 @@ def edit(post_id: int):
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
-def read_times(sched: dict, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
-    """Parse the typed times in the typed zone; raise PostError naming each bad field.
-
-    A time the clocks skip or repeat is refused with a suggestion (a button fills it in).
-    """
-    try:
-        get_zone(sched["zone"])
-    except TimeInputError as exc:
-        raise PostError({"zone": str(exc)}) from None
-    times, errors = {}, {}
-    for name in names:
-        if not sched.get(name) and name in optional:
-            times[name] = None
-            continue
-        try:
-            times[name] = parse_local(sched.get(name), sched["zone"])
-        except TimeInputError as exc:
-            errors[name] = str(exc)
-            if exc.suggestion:  # offered as a button that fills the field
-                errors[f"{name}_suggestion"] = exc.suggestion
-    if errors:
-        raise PostError(errors)
-    return times
-
-
 def _read_times(sched: dict, need_publish: bool = True) -> tuple:
     """Parse the schedule form's publish and unpublish times (see read_times)."""
     optional = ("unpublish_at",) if need_publish else ("publish_at", "unpublish_at")
@@ -209,14 +148,6 @@ def _sched_form() -> dict:
             for name in ("publish_at", "unpublish_at", "zone")}
 
 
-class _TextRefused(Exception):
-    """The text typed beside a schedule could not be saved; response is the page saying why."""
-
-    def __init__(self, response) -> None:
-        super().__init__("text refused")
-        self.response = response
-
-
 def _typed_text() -> dict | None:
     """Return the editor's unsaved text sent with a panel form (soloist.js adds it), if any."""
     if "text_version" not in request.form:
@@ -225,47 +156,44 @@ def _typed_text() -> dict | None:
             "digest": request.form.get("digest", "")}
 
 
-def _save_typed_text(post: Post, sched: dict | None = None) -> int:
-    """Save text typed but not saved, sent with a schedule or publish form; return the version
-    the schedule applies to. Someone else's newer text is refused as the Save button refuses
-    it (the typed text kept on the page); nothing else is done then."""
-    form = _typed_text()
-    version, current = request.form.get("version", 0, type=int), post.version  # before saving
-    if form is None or (form["title"], form["slug"], form["body"]) == (post.title, post.slug,
-                                                                      post.body):
-        return version
-    try:
-        saved = posts.update_post(post.id, form["version"], form["digest"], form["title"],
-                                   form["slug"], form["body"])
-    except StalePost as exc:
-        raise _TextRefused(edit_page(exc.current, 409, form=form, errors=exc.errors,
-                                      stale=exc.current, sched=sched)) from None
-    except PostError as exc:
-        raise _TextRefused(edit_page(post_or_404(post.id), 422, form=form, errors=exc.errors,
-                                      sched=sched)) from None
-    # the panel was current when the text was saved: the schedule applies to the saved text
-    return saved.version if version == current else version
+def _typed() -> posts.TypedText | None:
+    typed = _typed_text()
+    return posts.TypedText(**typed) if typed else None
+
+
+def _change(post_id: int, times: dict) -> None:
+    """Change the post's times and the text typed beside them, both or neither."""
+    posts.change_post(post_id, request.form.get("version", 0, type=int), _typed(), times)
+
+
+def _refused(post_id: int, exc: PostError, sched: dict | None):
+    """Answer a panel form that changed nothing: the page saying why, all that was typed kept
+    (someone else's text is shown as the Save button shows it)."""
+    typed = _typed_text()
+    if isinstance(exc, StaleText):
+        return edit_page(exc.current, 409, form=typed, errors=exc.errors, stale=exc.current,
+                         sched=sched)
+    if isinstance(exc, StalePost):
+        return edit_page(exc.current, 409, form=typed, sched=sched,
+                         sched_errors=SCHEDULE_STALE)
+    text_errors = {k: v for k, v in exc.errors.items() if k in TEXT_FIELDS}
+    return edit_page(post_or_404(post_id), 409 if isinstance(exc, PublishingFrozen) else 422,
+                     form=typed, errors=text_errors, sched=sched,
+                     sched_errors={k: v for k, v in exc.errors.items() if k not in text_errors},
+                     past=isinstance(exc, PublishTimeInPast))
 
 
 @bp.post("/<int:post_id>/schedule")
 @role_required("editor")
 def schedule(post_id: int):
-    """Schedule a post at a time typed in the editor's zone, saving text typed beside it."""
-    post = post_or_404(post_id)
+    """Schedule a post at a time typed in the editor's zone, with the text typed beside it."""
+    post_or_404(post_id)
     sched = _sched_form()
     try:
         publish_at, unpublish_at = _read_times(sched)
-        posts.check_times(publish_at, unpublish_at)  # a bad time saves nothing, text included
-        version = _save_typed_text(post, sched)
-        posts.schedule_post(post_id, version, publish_at, unpublish_at)
-    except _TextRefused as exc:
-        return exc.response
-    except StalePost as exc:
-        return edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE,
-                          form=_typed_text())
+        _change(post_id, {"publish_at": publish_at, "unpublish_at": unpublish_at})
     except PostError as exc:
-        return edit_page(post_or_404(post_id), 422, sched=sched, sched_errors=exc.errors,
-                          past=isinstance(exc, PublishTimeInPast), form=_typed_text())
+        return _refused(post_id, exc, sched)
     flash(f"Scheduled for {human(publish_at, sched['zone'])}.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -273,36 +201,28 @@ def schedule(post_id: int):
 @bp.post("/<int:post_id>/unpublish-time")
 @role_required("editor")
 def unpublish_time(post_id: int):
-    """Set or clear when a published post comes down."""
-    post = post_or_404(post_id)
+    """Set or clear when a published post comes down, with the text typed beside it."""
+    post_or_404(post_id)
     sched = _sched_form()
     try:
         _, unpublish_at = _read_times(sched, need_publish=False)
-        posts.check_times(None, unpublish_at)
-        posts.set_unpublish_time(post_id, _save_typed_text(post, sched), unpublish_at)
-    except _TextRefused as exc:
-        return exc.response
-    except StalePost as exc:
-        return edit_page(exc.current, 409, sched=sched, sched_errors=SCHEDULE_STALE)
+        _change(post_id, {"unpublish_at": unpublish_at})
     except PostError as exc:
-        return edit_page(post, 422, sched=sched, sched_errors=exc.errors)
+        return _refused(post_id, exc, sched)
     flash(f"Unpublishes {human(unpublish_at, sched['zone'])}." if unpublish_at
           else "It stays published until you unpublish it.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
 
-def _act(post_id: int, action, done: str, save_text: bool = False):
-    post = post_or_404(post_id)
+def _act(post_id: int, action, done: str):
+    post_or_404(post_id)
     try:
-        if save_text:  # publishing now publishes what the editor sees, typed text included
-            _save_typed_text(post)
         action(post_id)
-    except _TextRefused as exc:
-        return exc.response
-    except posts.PublishingFrozen as exc:  # by the form, what was typed kept
-        typed = _sched_form() if "zone" in request.form else None
-        return edit_page(post, 409, sched=typed, sched_errors=exc.errors)
     except PostError as exc:
+        # refused as a whole by the form (a freeze, someone else's text, a bad field):
+        # the page says why, what was typed kept; else the post's state says it
+        if isinstance(exc, StalePost | PublishingFrozen) or set(exc.errors) & set(TEXT_FIELDS):
+            return _refused(post_id, exc, _sched_form() if "zone" in request.form else None)
         flash(exc.errors.get("form", str(exc)), "error")
     else:
         flash(done, "success")
@@ -326,8 +246,9 @@ def unschedule(post_id: int):
 def publish(post_id: int):
     """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
     instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
-    return _act(post_id, lambda pid: posts.publish_now(pid, instance, override), "Published.",
-                save_text=True)
+    text = _typed()  # publishing now publishes what the editor sees, typed text included
+    return _act(post_id, lambda pid: posts.publish_now(pid, instance, override, text),
+                "Published.")
 
 
 @bp.post("/<int:post_id>/unpublish")
@@ -346,7 +267,7 @@ def panel(post_id: int):
     post = post_or_404(post_id)
     if request.args.get("version", type=int) == post.version:
         return "", 204
-    return render_template("posts/_panel.html", **_panel_context(post))
+    return render_template("posts/_panel.html", **panel_context(post))
 
 
 @bp.post("/preview")
@@ -357,11 +278,6 @@ def preview():
     if len(body.encode()) > posts.MAX_BODY_BYTES:
         return render_template("posts/_preview.html", too_big=True)
     return render_template("posts/_preview.html", html=render(body))
-
-
-def render(body: str):
-    """Render the preview as readers will see it: the site's images with their srcset."""
-    return markdown.render(body, media.describe_images(body))
 
 
 @bp.get("/when")

@@ -13,8 +13,8 @@ from flask_login import current_user
 from .. import media, posts
 from ..accounts.security import role_required
 from ..site import markdown, state
+from .editor import edit_page
 from .errors import render_site_missing
-from .posts import edit_page
 
 bp = Blueprint("previews", __name__)
 

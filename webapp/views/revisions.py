@@ -9,7 +9,7 @@ from ..posts import PostError, StalePost, revisions
 from ..site.markdown import render
 from ..timefmt import human
 from ..timezones import input_value, zone_names
-from .posts import editor_zone, post_or_404, read_times
+from .editor import editor_zone, post_or_404, read_times
 
 bp = Blueprint("revisions", __name__, url_prefix="/admin/posts")
 

@@ -3,7 +3,6 @@
 from flask import current_app, g, jsonify, request, url_for
 
 from ... import limits, media
-from ..media import file_json
 from .auth import api_role
 from .blueprint import bp
 from .errors import ApiError, created, error_response, invalid
@@ -37,7 +36,7 @@ def list_media():
     if "\x00" in query or len(query) > 200:
         raise invalid("q", "must be at most 200 characters, without NUL")
     found = media.list_files(query.strip(), page_arg(), PAGE_SIZE)
-    return jsonify(media=[{**file_json(row), "used_by": [
+    return jsonify(media=[{**media.file_json(row), "used_by": [
         {"id": post_id, "title": title} for post_id, title in found.used_by.get(row.id, [])]}
         for row in found.files], page=found.page, per_page=PAGE_SIZE, has_next=found.has_next)
 
@@ -61,8 +60,8 @@ def upload_media():
     except media.MediaError as exc:
         raise _refusal(exc) from None
     if not added:
-        return jsonify(file_json(row)), 200
-    return created(file_json(row), url_for("api.list_media"))
+        return jsonify(media.file_json(row)), 200
+    return created(media.file_json(row), url_for("api.list_media"))
 
 
 @bp.delete("/media/<int:file_id>")

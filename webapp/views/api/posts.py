@@ -109,12 +109,12 @@ def update_post(post_id: int):
     return jsonify(post_json(_get(post_id)))
 
 
-def _parse_changes(data: dict, post: Post) -> tuple[tuple[str, str, str] | None, dict]:
+def _parse_changes(data: dict, post: Post) -> tuple[posts.TypedText | None, dict]:
     """Read the text and times sent, by type; the domain checks the rest in one transaction."""
     sent = {name: text_field(data, name, required=name == "title")
             for name in ("title", "body", "slug") if name in data}
-    text = (sent.get("title", post.title), sent.get("slug", post.slug),
-            sent.get("body", post.body)) if sent else None
+    text = posts.TypedText(sent.get("title", post.title), sent.get("slug", post.slug),
+                           sent.get("body", post.body), post.version) if sent else None
     times = {name: time_field(data, name) for name in ("publish_at", "unpublish_at")
              if name in data}
     return text, times
