@@ -1,4 +1,8 @@
-"""Read configuration from the environment: the only module that reads os.environ."""
+"""Read configuration from the environment: the only module that reads os.environ.
+
+The readers below serve gunicorn_conf.py, which runs before any app exists.
+tests/test_architecture.py keeps os.environ out of every other module.
+"""
 
 import math
 import os
@@ -13,6 +17,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import make_url
 
+ROOT = Path(__file__).resolve().parent.parent
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -147,6 +152,42 @@ def metrics_token(env: Mapping[str, str]) -> str | None:
         raise ConfigError("METRICS_TOKEN must be at least 32 characters: "
                           "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     return raw
+
+
+def instance_path(env: Mapping[str, str] | None = None) -> str:
+    """Return the instance folder: SOLOIST_INSTANCE_PATH, else instance/ beside webapp/."""
+    env = os.environ if env is None else env
+    return env.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance")
+
+
+def web_concurrency(env: Mapping[str, str]) -> int:
+    """Return WEB_CONCURRENCY: gunicorn's workers per instance (the connection budget's too)."""
+    return env_int(env, "WEB_CONCURRENCY", 2, minimum=1)
+
+
+def server_settings(env: Mapping[str, str] | None = None) -> dict:
+    """Return what gunicorn_conf.py reads before any app exists: the port, the workers and
+    their threads, and the instance's name for its log lines."""
+    env = os.environ if env is None else env
+    return {"PORT": env_int(env, "PORT", 8000, minimum=1),
+            "WEB_CONCURRENCY": web_concurrency(env),
+            "GUNICORN_THREADS": env_int(env, "GUNICORN_THREADS", 4, minimum=1),
+            "INSTANCE_NAME": instance_name(env)}
+
+
+def metrics_dir(env: Mapping[str, str] | None = None) -> str | None:
+    """Return PROMETHEUS_MULTIPROC_DIR: where this instance's workers add up their histograms."""
+    env = os.environ if env is None else env
+    return env.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def set_metrics_dir(path: str) -> None:
+    """Give the workers about to be forked their metrics directory.
+
+    prometheus-client picks its multiprocess mode from the environment, and a SIGHUP
+    reload of gunicorn keeps the environment: gunicorn_conf.py's master sets it here.
+    """
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
 
 
 def read_dotenv(directory: str | None = None) -> str | None:
@@ -334,7 +375,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "DEADMAN_EVERY_SECONDS": env_float(env, "DEADMAN_EVERY_SECONDS", 60.0, 0.5),
         "METRICS_TOKEN": metrics_token(env),
         # set by webapp/gunicorn_conf.py: the workers' histograms are added up from its files
-        "PROMETHEUS_MULTIPROC_DIR": env.get("PROMETHEUS_MULTIPROC_DIR") or None,
+        "PROMETHEUS_MULTIPROC_DIR": metrics_dir(env),
+        # the workers of each instance, as gunicorn reads them (the connection budget's)
+        "WEB_CONCURRENCY": web_concurrency(env),
         # a release's migrations (webapp.ops.release): how long one statement waits for a
         # lock before the migration gives way (the fleet waits behind it at most this), how
         # often a migration that gave way is tried again, and how long one statement may run
