@@ -389,13 +389,6 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "SQLALCHEMY_DATABASE_URI": None,
         "LOCK_DATABASE_URL": None,
     }
-    # every statement, and every transaction left open, ends well before a standby would
-    # evict its process: a frozen host cannot keep row locks its successor needs
-    bound = config["LEADER_STALE_SECONDS"] / 2
-    config["DB_STATEMENT_TIMEOUT_SECONDS"] = env_float(
-        env, "DB_STATEMENT_TIMEOUT_SECONDS", bound, 0.1)
-    config["DB_IDLE_IN_TRANSACTION_SECONDS"] = env_float(
-        env, "DB_IDLE_IN_TRANSACTION_SECONDS", bound, 0.1)
     config["DB_WEB_VIA_POOLER"] = bool(env.get("DATABASE_CONNECTION_POOL_URL"))
     web_url = env.get("DATABASE_CONNECTION_POOL_URL") or env.get("DATABASE_URL")
     if web_url:

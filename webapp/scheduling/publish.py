@@ -13,7 +13,7 @@ from ..ops.freezes import is_frozen
 from .pace import Pace
 
 # Due posts that this tick could not take are row-locked by another transaction (a frozen
-# or evicted process's; the server ends it within DB_IDLE_IN_TRANSACTION_SECONDS): look
+# or evicted process's; the server ends it within LEADER_STALE_SECONDS / 2): look
 # again a little later instead of spinning on the same past publish_at.
 LOCKED_RETRY = timedelta(seconds=0.25)
 FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds a missed one
