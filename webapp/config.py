@@ -1,7 +1,9 @@
 """Read configuration from the environment: the only module that reads os.environ.
 
-The readers below serve gunicorn_conf.py, which runs before any app exists.
-tests/test_architecture.py keeps os.environ out of every other module.
+Every default lives here: load_config sets every key the app reads, so the app reads
+config["X"] with no second default beside it; the readers below serve gunicorn_conf.py,
+which runs before any app exists. tests/test_architecture.py keeps os.environ out of every
+other module.
 """
 
 import math
@@ -378,6 +380,9 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "PROMETHEUS_MULTIPROC_DIR": metrics_dir(env),
         # the workers of each instance, as gunicorn reads them (the connection budget's)
         "WEB_CONCURRENCY": web_concurrency(env),
+        # not a setting of the environment: werkzeug's own (scrypt) unless a test app asks
+        # for a cheaper one, for the hundreds of accounts a test run makes
+        "PASSWORD_HASH_METHOD": "scrypt",
         # a release's migrations (webapp.ops.release): how long one statement waits for a
         # lock before the migration gives way (the fleet waits behind it at most this), how
         # often a migration that gave way is tried again, and how long one statement may run

@@ -217,7 +217,7 @@ def pg_connect_args(config: Mapping, role: str) -> dict:
     """
     args = {"application_name": identity(config["INSTANCE_NAME"], role=role),
             **client_keepalives(config)}
-    if role in POOLED_ROLES and config.get("DB_WEB_VIA_POOLER"):
+    if role in POOLED_ROLES and config["DB_WEB_VIA_POOLER"]:
         args["prepare_threshold"] = None
     else:
         args["options"] = server_options(config)

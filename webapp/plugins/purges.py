@@ -37,7 +37,6 @@ from ..models import CachePurge, OutboxEvent, Post
 from ..ops import replica
 from ..site import purgers, surrogate
 from .hooks import new_claim
-from .webhook_sends import TIMEOUT_SECONDS
 
 log = logging.getLogger("soloist.plugins.purges")
 
@@ -47,7 +46,7 @@ HARD = ("post.unpublished", "media.deleted")
 TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
           "media.deleted", "sitemap.built")
 CLAIM_BATCH = 100
-LEASE = timedelta(seconds=TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
+LEASE = timedelta(seconds=purgers.TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
 FAILING_AFTER = 3
 
 

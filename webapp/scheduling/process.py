@@ -30,7 +30,7 @@ def start(app: Flask, make_tick_app: Callable[[], Flask] | None = None,
     mode is one host, its plugin work shares the web app's file).
     """
     global _current, _current_pid
-    if not app.config.get("SCHEDULER_ENABLED", True):
+    if not app.config["SCHEDULER_ENABLED"]:
         log.info("scheduler disabled by SCHEDULER_ENABLED")
         return None
     if _current is not None and _current_pid == os.getpid() and _current.alive:

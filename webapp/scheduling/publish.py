@@ -39,7 +39,7 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     if more:
         return now  # a backlog, or out of time: the runner heartbeats and calls again at once
     upcoming = posts.next_due()
-    late = current_app.config.get("OPS_POST_LATE_SECONDS", alerts.POST_LATE_SECONDS)
+    late = current_app.config["OPS_POST_LATE_SECONDS"]
     if upcoming is not None and upcoming <= now - timedelta(seconds=late):
         alerts.posts_late(now, late, instance)  # still due long after their time: say so
     if upcoming is not None and upcoming <= now and not any(done.values()):

@@ -326,7 +326,7 @@ def unschedule(post_id: int):
 @role_required("editor")
 def publish(post_id: int):
     """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
-    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    instance, override = current_app.config["INSTANCE_NAME"], _override_freeze()
     return _act(post_id, lambda pid: domain.publish_now(pid, instance, override), "Published.",
                 save_text=True)
 
@@ -335,7 +335,7 @@ def publish(post_id: int):
 @role_required("editor")
 def unpublish(post_id: int):
     """Take a published post down now."""
-    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    instance, override = current_app.config["INSTANCE_NAME"], _override_freeze()
     return _act(post_id, lambda pid: domain.unpublish_post(pid, instance, override),
                 "Unpublished: the post is no longer on the site.")
 
