@@ -309,13 +309,13 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "PURGE_RETRY_SECONDS": env_float(env, "PURGE_RETRY_SECONDS", 5.0, 0.01),
         # each worker keeps the public pages it rendered, up to this many MB (0: none)
         "SITE_PAGE_CACHE_MB": env_int(env, "SITE_PAGE_CACHE_MB", 32),
-        # the CDN APIs' tokens (secrets: never logged) and where their APIs are (a test's
-        # stand-in; in production leave them unset)
+        # the CDN APIs' tokens (secrets: never logged) and where their APIs are: not read
+        # from the environment, where a stray variable could send a token elsewhere (a test
+        # points them at its stand-in through create_app's config)
         "FASTLY_API_TOKEN": env.get("FASTLY_API_TOKEN", "").strip(),
         "CLOUDFLARE_API_TOKEN": env.get("CLOUDFLARE_API_TOKEN", "").strip(),
-        "FASTLY_API_URL": env.get("FASTLY_API_URL", "").strip() or "https://api.fastly.com",
-        "CLOUDFLARE_API_URL": (env.get("CLOUDFLARE_API_URL", "").strip()
-                               or "https://api.cloudflare.com/client/v4"),
+        "FASTLY_API_URL": "https://api.fastly.com",
+        "CLOUDFLARE_API_URL": "https://api.cloudflare.com/client/v4",
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
