@@ -46,6 +46,7 @@ def test_instance_name_falls_back_through_the_platforms():
     ("LEADER_STALE_SECONDS", "0"),
     ("DB_POOL_SIZE", "-1"),
     ("SCHEDULER_ENABLED", "maybe"),
+    ("RETRY_SECONDS", "soon"),
     ("DATABASE_URL", "mysql://x/y"),
 ])
 def test_a_bad_value_is_refused_naming_the_variable(name, value):

@@ -306,7 +306,6 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # a public page this long (s-maxage) while browsers revalidate every visit
         "CACHE_PURGE": cache_purgers(env),
         "SITE_SHARED_MAX_AGE_SECONDS": env_int(env, "SITE_SHARED_MAX_AGE_SECONDS", 86_400),
-        "PURGE_RETRY_SECONDS": env_float(env, "PURGE_RETRY_SECONDS", 5.0, 0.01),
         # each worker keeps the public pages it rendered, up to this many MB (0: none)
         "SITE_PAGE_CACHE_MB": env_int(env, "SITE_PAGE_CACHE_MB", 32),
         # the CDN APIs' tokens (secrets: never logged) and where their APIs are: not read
@@ -349,16 +348,17 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # not yet on Standard Webhooks' webhook-signature; deprecated
         "WEBHOOK_LEGACY_SIGNATURE": env_bool(env, "WEBHOOK_LEGACY_SIGNATURE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),
-        # Standard Webhooks' schedule from a first retry after 5 s (webhook_sends.retry_delay):
-        # 9 attempts span about 18 hours
+        # the first wait before a failed webhook delivery, hook call or purge is tried
+        # again; webhooks then follow Standard Webhooks' schedule in units of it
+        # (webhook_sends.retry_delay: 9 attempts span about 18 hours), hooks double it up to
+        # an hour, purges repeat it
+        "RETRY_SECONDS": env_float(env, "RETRY_SECONDS", 5.0, 0.01),
         "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 9, minimum=1),
-        "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 5.0, 0.01),
         # an event's deliveries wait until a standby has replayed it (webapp.ops.replica)
         "DELIVER_AFTER_REPLICA": deliver_after_replica(env),
         "DELIVER_AFTER_REPLICA_MAX_SECONDS": env_float(
             env, "DELIVER_AFTER_REPLICA_MAX_SECONDS", 30.0, 0.0),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),
-        "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         # the largest image an editor may upload (the request may be a little larger: the form)

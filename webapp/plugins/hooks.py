@@ -204,7 +204,7 @@ def _failed(delivery_id: int, token: str, error: str, at: datetime) -> bool:
         values["status"] = "failed"
     else:
         values["status"] = "pending"
-        values["next_attempt_at"] = at + backoff(attempts, current_app.config["HOOK_RETRY_SECONDS"])
+        values["next_attempt_at"] = at + backoff(attempts, current_app.config["RETRY_SECONDS"])
     done = db.session.execute(_fenced(delivery_id, token).values(**values)).rowcount
     db.session.commit()
     return bool(done)

@@ -14,7 +14,7 @@ counts the attempt, re-checks the claim and the leadership right before the requ
 (still_held), and purges every key of the batch in as few requests as the API allows
 (hard if any of them is). Every write is fenced by the claim; a new leadership takes
 another's claims once their process is gone or their lease is up. A failed batch is
-retried every PURGE_RETRY_SECONDS, not on a growing schedule like a webhook: it is one
+retried every RETRY_SECONDS, not on a growing schedule like a webhook: it is one
 small request a purger, and what readers see waits on it, so a cache that comes back is
 purged within seconds (the cache's Retry-After is waited out if longer); the purger's
 other waiting rows wait with it. A purge older than the caches' own lifetime

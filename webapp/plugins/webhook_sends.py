@@ -6,7 +6,7 @@ write, the leadership included), the request is read and the transaction ended b
 receiver is called; the outcome is written only while the claim still holds (a stale sender
 changes nothing), with the endpoint's health: a third failure in a row turns the
 endpoint failing (an ops.webhook_failing alert) and it backs off as a whole. A failed
-delivery is retried on its own schedule (retry_delay: first after WEBHOOK_RETRY_SECONDS,
+delivery is retried on its own schedule (retry_delay: first after RETRY_SECONDS,
 5 s by default, then 30 s, 2 min, 5 min, 30 min, 2 h …, jittered); one failure delays
 only its own delivery.
 """
@@ -55,10 +55,10 @@ def retry_delay(failures: int, first: float | None = None,
                 jitter: Callable[[], float] = random.random) -> timedelta:
     """Return the wait after the failures-th failed attempt in a row (1: the first retry).
 
-    SCHEDULE in units of first (WEBHOOK_RETRY_SECONDS), its last step repeated, shortened
+    SCHEDULE in units of first (RETRY_SECONDS), its last step repeated, shortened
     by up to JITTER at random (never later than the schedule says).
     """
-    first = current_app.config["WEBHOOK_RETRY_SECONDS"] if first is None else first
+    first = current_app.config["RETRY_SECONDS"] if first is None else first
     step = SCHEDULE[min(max(failures, 1), len(SCHEDULE)) - 1]
     return timedelta(seconds=first * step * (1 - JITTER * jitter()))
 
