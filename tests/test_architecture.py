@@ -94,6 +94,36 @@ def test_only_the_scheduling_package_starts_threads_or_sleeps():
         assert outside == [], needle
 
 
+# Only config.py reads the environment (or sets it, for the libraries that read it there):
+# each variable has one home for its default and its rule, and docs/configuration.md is
+# checked against that one module (tests/test_docs.py).
+ENVIRONMENT_HOME = "webapp.config"
+ENVIRONMENT_NAMES = ("environ", "environb", "getenv", "getenvb", "putenv", "unsetenv")
+
+
+def _touches_environment(node: ast.AST) -> bool:
+    """Tell whether node is os.environ, os.getenv and the like, or imports one from os."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ENVIRONMENT_NAMES and (
+            isinstance(node.value, ast.Name) and node.value.id == "os")
+    return isinstance(node, ast.ImportFrom) and node.module == "os" and any(
+        alias.name in ENVIRONMENT_NAMES for alias in node.names)
+
+
+def _environment_uses(path: Path) -> list[int]:
+    """Return the lines where path touches the environment."""
+    return [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+            if _touches_environment(node)]
+
+
+def test_only_the_config_module_reads_the_environment():
+    modules = _modules()
+    assert _environment_uses(modules[ENVIRONMENT_HOME])  # the walk sees a read
+    outside = [f"{name}:{line}" for name, path in sorted(modules.items())
+               if name != ENVIRONMENT_HOME for line in _environment_uses(path)]
+    assert outside == [], "read the variable in webapp/config.py (load_config or a reader)"
+
+
 def test_plugins_never_import_the_scheduler():
     graph = _import_graph()
     upward = {name: sorted(t for t in targets if t.startswith("webapp.scheduling"))

@@ -7,7 +7,7 @@ import pytest
 
 from tests.harness.cluster import BIN, ROOT, base_env
 from webapp import create_app
-from webapp.config import ConfigError, load_config
+from webapp.config import ConfigError, load_config, server_settings
 
 
 def test_heroku_postgres_urls_are_normalised_to_psycopg3():
@@ -46,11 +46,20 @@ def test_instance_name_falls_back_through_the_platforms():
     ("LEADER_STALE_SECONDS", "0"),
     ("DB_POOL_SIZE", "-1"),
     ("SCHEDULER_ENABLED", "maybe"),
+    ("RETRY_SECONDS", "soon"),
     ("DATABASE_URL", "mysql://x/y"),
 ])
 def test_a_bad_value_is_refused_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):
         load_config({name: value})
+
+
+def test_gunicorn_and_the_connection_budget_read_the_workers_by_one_rule():
+    assert server_settings({"WEB_CONCURRENCY": "3"})["WEB_CONCURRENCY"] == 3
+    assert load_config({"WEB_CONCURRENCY": "3"})["WEB_CONCURRENCY"] == 3
+    for read in (server_settings, load_config):
+        with pytest.raises(ConfigError, match="WEB_CONCURRENCY"):
+            read({"WEB_CONCURRENCY": "two"})
 
 
 def test_production_start_without_secret_key_is_refused(monkeypatch):

@@ -38,7 +38,7 @@ def _engine_connection(app) -> psycopg.Connection:
 
 
 def test_every_connection_of_the_app_bounds_its_socket_waits_on_both_sides(pg_url):
-    settings = {"LEADER_STALE_SECONDS": 20.0, "DB_STATEMENT_TIMEOUT_SECONDS": 10.0}
+    settings = {"LEADER_STALE_SECONDS": 20.0}
     app = make_app(pg_url, **settings)
     sched = scheduler_app({"TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
                            "SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"],
@@ -213,7 +213,7 @@ def test_a_multi_host_url_without_a_database_keeps_its_query():
 
 
 def test_a_bad_statement_or_a_timeout_is_a_500_not_a_503(pg_url, caplog):
-    app = make_app(pg_url, DB_STATEMENT_TIMEOUT_SECONDS=0.2)
+    app = make_app(pg_url, LEADER_STALE_SECONDS=0.4)  # statements end after 0.2 s
 
     @app.get("/_probe/<what>")
     def probe(what):

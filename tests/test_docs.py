@@ -25,12 +25,8 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 API = ROOT / "docs" / "api.md"
 PYPROJECT = ROOT / "pyproject.toml"
-CONFIG_SOURCES = [ROOT / "webapp" / "config.py", ROOT / "webapp" / "gunicorn_conf.py"]
-
-# Documented in the configuration table, but read outside config.py and gunicorn_conf.py.
-READ_ELSEWHERE = {
-    "SOLOIST_INSTANCE_PATH": "webapp/__init__.py",  # create_app's instance folder
-}
+# the only module that reads the environment (tests/test_architecture.py keeps it so)
+CONFIG_SOURCE = ROOT / "webapp" / "config.py"
 
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -228,13 +224,8 @@ def read_variables(source: str) -> dict[str, object]:
 
 
 def code_variables() -> dict[str, object]:
-    """Return the variables config.py and gunicorn_conf.py read, with literal defaults."""
-    found: dict[str, object] = {}
-    for path in CONFIG_SOURCES:
-        for name, default in read_variables(path.read_text()).items():
-            if found.get(name) is None:
-                found[name] = default
-    return found
+    """Return the variables config.py reads, with literal defaults."""
+    return read_variables(CONFIG_SOURCE.read_text())
 
 
 def table_cells(line: str) -> list[str]:
@@ -285,7 +276,7 @@ def test_the_configuration_table_documents_every_variable_the_code_reads():
     table = documented_variables()
     missing = sorted(set(code_variables()) - set(table))
     assert not missing, (f"{CONFIGURATION.name} does not document "
-                         f"{', '.join(missing)} (read in webapp/config.py or gunicorn_conf.py)")
+                         f"{', '.join(missing)} (read in webapp/config.py)")
 
 
 def test_the_configuration_table_gives_each_variable_its_default():
@@ -302,13 +293,8 @@ def test_the_configuration_table_gives_each_variable_its_default():
 
 
 def test_the_configuration_table_documents_no_variable_the_code_does_not_read():
-    extra = sorted(set(documented_variables()) - set(code_variables()) - set(READ_ELSEWHERE))
+    extra = sorted(set(documented_variables()) - set(code_variables()))
     assert not extra, f"{CONFIGURATION.name} documents {', '.join(extra)}, which nothing reads"
-
-
-@pytest.mark.parametrize("name", sorted(READ_ELSEWHERE))
-def test_variables_read_elsewhere_are_read_where_the_allowance_says(name):
-    assert f'"{name}"' in (ROOT / READ_ELSEWHERE[name]).read_text()
 
 
 # Commands and routes: taken from the app itself.

@@ -184,7 +184,7 @@ def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evic
 def test_a_slow_upload_outlasting_the_idle_transaction_timeout_still_creates_its_post(
         fault_fleet):
     fleet = fault_fleet
-    strict = fleet.spawn(1, DB_IDLE_IN_TRANSACTION_SECONDS="1")
+    strict = fleet.spawn(1, LEADER_STALE_SECONDS="2")  # ends transactions idle for 1 s
     upload = None
     try:
         fleet.wait_settled()

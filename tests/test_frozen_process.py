@@ -33,7 +33,7 @@ from webapp.leadership.keys import PUBLISH
 uri, idle = sys.argv[1], float(sys.argv[2])
 app = create_app({"TESTING": True, "SECRET_KEY": "x", "SQLALCHEMY_DATABASE_URI": uri,
                   "LOCK_DATABASE_URL": uri, "INSTANCE_NAME": "frozen",
-                  "DB_IDLE_IN_TRANSACTION_SECONDS": idle})
+                  "LEADER_STALE_SECONDS": 2 * idle})  # idle transactions end after idle
 with app.app_context():
     leadership = Leadership(lock_session(uri, "frozen", server_options(app.config)),
                             [PUBLISH.value], 10.0)

@@ -31,7 +31,7 @@ def hung_app(app, pg_url):
     RELEASE.clear()
     CALLS.clear()
     registry.register(hanging)
-    made = make_app(pg_url, HOOK_TIMEOUT_SECONDS=5, HOOK_RETRY_SECONDS=1, HOOK_MAX_ATTEMPTS=3,
+    made = make_app(pg_url, HOOK_TIMEOUT_SECONDS=5, RETRY_SECONDS=1, HOOK_MAX_ATTEMPTS=3,
                     PLUGIN_MAX_ABANDONED=2)
     yield made
     RELEASE.set()
@@ -118,7 +118,7 @@ def always_raises(event) -> None:
 
 def test_a_hook_that_keeps_failing_is_failed_and_shown_on_the_plugins_page(app, pg_url):
     registry.register(failing)
-    made = make_app(pg_url, HOOK_MAX_ATTEMPTS=2, HOOK_RETRY_SECONDS=1)
+    made = make_app(pg_url, HOOK_MAX_ATTEMPTS=2, RETRY_SECONDS=1)
     try:
         with made.app_context():
             _publish_one()

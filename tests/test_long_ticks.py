@@ -87,8 +87,7 @@ def slow_outbox_rows(app):
 def test_a_batch_slower_than_the_statement_timeout_is_retried_smaller_and_every_post_goes_once(
         app, slow_outbox_rows):
     slow_outbox_rows(0.01, "ROW")  # 150 rows: 1.5 s, past the statement timeout (1 s)
-    leader = make_app(app.config["SQLALCHEMY_DATABASE_URI"], LEADER_STALE_SECONDS=2.0,
-                      DB_STATEMENT_TIMEOUT_SECONDS=1.0)
+    leader = make_app(app.config["SQLALCHEMY_DATABASE_URI"], LEADER_STALE_SECONDS=2.0)
     with leader.app_context():
         add_posts(150, T0)
         longest, ticks = 0.0, 0

@@ -36,7 +36,7 @@ SECRET = new_secret()
 def local(app):
     """The app in a context, allowed to call 127.0.0.1, quick to give up on a receiver."""
     app.config.update(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=2,
-                      WEBHOOK_RETRY_SECONDS=600)
+                      RETRY_SECONDS=600)
     with app.app_context():
         yield app
     assert workers.drain(10)

@@ -25,7 +25,7 @@ def fleet(tmp_path):
     postgres_or_skip()
     pings, url = Receiver().start(), migrated_database("soloist_ops")
     fleet = FaultFleet(url, tmp_path, prefix="o", migrated=True, LEADER_STALE_SECONDS="2",
-                       WEBHOOK_ALLOW_PRIVATE="true", WEBHOOK_RETRY_SECONDS="1",
+                       WEBHOOK_ALLOW_PRIVATE="true", RETRY_SECONDS="1",
                        DEADMAN_URL=f"{pings.url}/ping", DEADMAN_EVERY_SECONDS=str(PING_EVERY))
     fleet.pings = pings
     try:

@@ -35,7 +35,7 @@ def receiver():
 def local(app):
     """The app, allowed to call 127.0.0.1 and quick to retry."""
     app.config.update(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=2,
-                      WEBHOOK_RETRY_SECONDS=10)
+                      RETRY_SECONDS=10)
     yield app
     assert workers.drain(10)
 

@@ -45,7 +45,7 @@ def silent():
 @pytest.fixture
 def allowed(app, pg_url):
     made = make_app(pg_url, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=3,
-                    WEBHOOK_RETRY_SECONDS=30)
+                    RETRY_SECONDS=30)
     yield made
     assert workers.drain(15)
     with made.app_context():

@@ -28,7 +28,7 @@ HOOK_PATH = "/hooks/soloist?x=1"  # a receiver's own path and query, kept as giv
 def allowed_app(app, pg_url):
     """An app that may call 127.0.0.1, with short timeouts and fast retries."""
     allowed = make_app(pg_url, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=0.5,
-                       WEBHOOK_RETRY_SECONDS=10, WEBHOOK_MAX_ATTEMPTS=3)
+                       RETRY_SECONDS=10, WEBHOOK_MAX_ATTEMPTS=3)
     yield allowed
     assert workers.drain(10)
     with allowed.app_context():
@@ -95,7 +95,7 @@ def test_a_failing_receiver_is_retried_with_backoff_then_given_up_and_redelivere
     receiver.answers = [500, 500, 500]
     webhooks.deliver_due(at(T0), budget=5)
     assert (only_delivery().status, only_delivery().attempts) == ("pending", 1)
-    first = only_delivery().next_attempt_at  # WEBHOOK_RETRY_SECONDS, up to 20 % sooner
+    first = only_delivery().next_attempt_at  # RETRY_SECONDS, up to 20 % sooner
     assert T0 + timedelta(seconds=8) <= first <= T0 + timedelta(seconds=10)
     webhooks.deliver_due(at(first - timedelta(seconds=1)), budget=5)  # not due yet
     assert len(receiver.received()) == 1
@@ -205,7 +205,7 @@ def test_retries_follow_a_standard_webhooks_schedule_from_the_first_retry_delay(
                  for n in range(1, 11)]
         assert exact == [5, 30, 120, 300, 1800, 7200, 18000, 36000, 36000, 36000]
         assert webhook_sends.retry_delay(1, 5, jitter=lambda: 1.0).total_seconds() == 4.0
-        app.config["WEBHOOK_RETRY_SECONDS"] = 2
+        app.config["RETRY_SECONDS"] = 2
         spread = {webhook_sends.retry_delay(2).total_seconds() for _ in range(50)}
         assert len(spread) > 1 and all(9.6 <= wait <= 12 for wait in spread)  # jittered
 

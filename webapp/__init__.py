@@ -1,13 +1,12 @@
 """Soloist: scheduled work that runs exactly once across a fleet of Flask instances."""
 
 import logging
-import os
 from pathlib import Path
 
 from flask import Flask
 
 from . import headers, limits, timefmt
-from .config import check_production_config, load_config
+from .config import check_production_config, instance_path, load_config
 from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
 from .extensions import db
 from .site import compression, urls
@@ -19,7 +18,7 @@ def create_app(config: dict | None = None) -> Flask:
     """Create the app; start no threads and touch no database."""
     app = Flask(
         __name__,
-        instance_path=os.environ.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance"),
+        instance_path=instance_path(),
         template_folder=str(ROOT / "templates"),
         static_folder=str(ROOT / "static"),
     )

@@ -1,4 +1,10 @@
-"""Read configuration from the environment: the only module that reads os.environ."""
+"""Read configuration from the environment: the only module that reads os.environ.
+
+Every default lives here: load_config sets every key the app reads, so the app reads
+config["X"] with no second default beside it; the readers below serve gunicorn_conf.py,
+which runs before any app exists. tests/test_architecture.py keeps os.environ out of every
+other module.
+"""
 
 import math
 import os
@@ -13,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import make_url
 
+ROOT = Path(__file__).resolve().parent.parent
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -149,6 +156,42 @@ def metrics_token(env: Mapping[str, str]) -> str | None:
     return raw
 
 
+def instance_path(env: Mapping[str, str] | None = None) -> str:
+    """Return the instance folder: SOLOIST_INSTANCE_PATH, else instance/ beside webapp/."""
+    env = os.environ if env is None else env
+    return env.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance")
+
+
+def web_concurrency(env: Mapping[str, str]) -> int:
+    """Return WEB_CONCURRENCY: gunicorn's workers per instance (the connection budget's too)."""
+    return env_int(env, "WEB_CONCURRENCY", 2, minimum=1)
+
+
+def server_settings(env: Mapping[str, str] | None = None) -> dict:
+    """Return what gunicorn_conf.py reads before any app exists: the port, the workers and
+    their threads, and the instance's name for its log lines."""
+    env = os.environ if env is None else env
+    return {"PORT": env_int(env, "PORT", 8000, minimum=1),
+            "WEB_CONCURRENCY": web_concurrency(env),
+            "GUNICORN_THREADS": env_int(env, "GUNICORN_THREADS", 4, minimum=1),
+            "INSTANCE_NAME": instance_name(env)}
+
+
+def metrics_dir(env: Mapping[str, str] | None = None) -> str | None:
+    """Return PROMETHEUS_MULTIPROC_DIR: where this instance's workers add up their histograms."""
+    env = os.environ if env is None else env
+    return env.get("PROMETHEUS_MULTIPROC_DIR") or None
+
+
+def set_metrics_dir(path: str) -> None:
+    """Give the workers about to be forked their metrics directory.
+
+    prometheus-client picks its multiprocess mode from the environment, and a SIGHUP
+    reload of gunicorn keeps the environment: gunicorn_conf.py's master sets it here.
+    """
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+
+
 def read_dotenv(directory: str | None = None) -> str | None:
     """Load the .env file found from directory (or the working directory) upwards.
 
@@ -263,16 +306,15 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # a public page this long (s-maxage) while browsers revalidate every visit
         "CACHE_PURGE": cache_purgers(env),
         "SITE_SHARED_MAX_AGE_SECONDS": env_int(env, "SITE_SHARED_MAX_AGE_SECONDS", 86_400),
-        "PURGE_RETRY_SECONDS": env_float(env, "PURGE_RETRY_SECONDS", 5.0, 0.01),
         # each worker keeps the public pages it rendered, up to this many MB (0: none)
         "SITE_PAGE_CACHE_MB": env_int(env, "SITE_PAGE_CACHE_MB", 32),
-        # the CDN APIs' tokens (secrets: never logged) and where their APIs are (a test's
-        # stand-in; in production leave them unset)
+        # the CDN APIs' tokens (secrets: never logged) and where their APIs are: not read
+        # from the environment, where a stray variable could send a token elsewhere (a test
+        # points them at its stand-in through create_app's config)
         "FASTLY_API_TOKEN": env.get("FASTLY_API_TOKEN", "").strip(),
         "CLOUDFLARE_API_TOKEN": env.get("CLOUDFLARE_API_TOKEN", "").strip(),
-        "FASTLY_API_URL": env.get("FASTLY_API_URL", "").strip() or "https://api.fastly.com",
-        "CLOUDFLARE_API_URL": (env.get("CLOUDFLARE_API_URL", "").strip()
-                               or "https://api.cloudflare.com/client/v4"),
+        "FASTLY_API_URL": "https://api.fastly.com",
+        "CLOUDFLARE_API_URL": "https://api.cloudflare.com/client/v4",
         "INSTANCE_NAME": instance_name(env),
         "FOLLOWER_POLL_SECONDS": env_float(env, "FOLLOWER_POLL_SECONDS", 1.0, 0.05),
         "LEADER_STALE_SECONDS": env_float(env, "LEADER_STALE_SECONDS", 10.0, 0.5),
@@ -306,16 +348,17 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # not yet on Standard Webhooks' webhook-signature; deprecated
         "WEBHOOK_LEGACY_SIGNATURE": env_bool(env, "WEBHOOK_LEGACY_SIGNATURE", False),
         "WEBHOOK_TIMEOUT_SECONDS": env_float(env, "WEBHOOK_TIMEOUT_SECONDS", 10.0, 0.1),
-        # Standard Webhooks' schedule from a first retry after 5 s (webhook_sends.retry_delay):
-        # 9 attempts span about 18 hours
+        # the first wait before a failed webhook delivery, hook call or purge is tried
+        # again; webhooks then follow Standard Webhooks' schedule in units of it
+        # (webhook_sends.retry_delay: 9 attempts span about 18 hours), hooks double it up to
+        # an hour, purges repeat it
+        "RETRY_SECONDS": env_float(env, "RETRY_SECONDS", 5.0, 0.01),
         "WEBHOOK_MAX_ATTEMPTS": env_int(env, "WEBHOOK_MAX_ATTEMPTS", 9, minimum=1),
-        "WEBHOOK_RETRY_SECONDS": env_float(env, "WEBHOOK_RETRY_SECONDS", 5.0, 0.01),
         # an event's deliveries wait until a standby has replayed it (webapp.ops.replica)
         "DELIVER_AFTER_REPLICA": deliver_after_replica(env),
         "DELIVER_AFTER_REPLICA_MAX_SECONDS": env_float(
             env, "DELIVER_AFTER_REPLICA_MAX_SECONDS", 30.0, 0.0),
         "HOOK_MAX_ATTEMPTS": env_int(env, "HOOK_MAX_ATTEMPTS", 10, minimum=1),
-        "HOOK_RETRY_SECONDS": env_float(env, "HOOK_RETRY_SECONDS", 5.0, 0.01),
         "HOOK_TIMEOUT_SECONDS": env_float(env, "HOOK_TIMEOUT_SECONDS", 30.0, 0.1),
         "PLUGIN_MAX_ABANDONED": env_int(env, "PLUGIN_MAX_ABANDONED", 2, minimum=1),
         # the largest image an editor may upload (the request may be a little larger: the form)
@@ -334,7 +377,12 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "DEADMAN_EVERY_SECONDS": env_float(env, "DEADMAN_EVERY_SECONDS", 60.0, 0.5),
         "METRICS_TOKEN": metrics_token(env),
         # set by webapp/gunicorn_conf.py: the workers' histograms are added up from its files
-        "PROMETHEUS_MULTIPROC_DIR": env.get("PROMETHEUS_MULTIPROC_DIR") or None,
+        "PROMETHEUS_MULTIPROC_DIR": metrics_dir(env),
+        # the workers of each instance, as gunicorn reads them (the connection budget's)
+        "WEB_CONCURRENCY": web_concurrency(env),
+        # not a setting of the environment: werkzeug's own (scrypt) unless a test app asks
+        # for a cheaper one, for the hundreds of accounts a test run makes
+        "PASSWORD_HASH_METHOD": "scrypt",
         # a release's migrations (webapp.ops.release): how long one statement waits for a
         # lock before the migration gives way (the fleet waits behind it at most this), how
         # often a migration that gave way is tried again, and how long one statement may run
@@ -349,13 +397,6 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "SQLALCHEMY_DATABASE_URI": None,
         "LOCK_DATABASE_URL": None,
     }
-    # every statement, and every transaction left open, ends well before a standby would
-    # evict its process: a frozen host cannot keep row locks its successor needs
-    bound = config["LEADER_STALE_SECONDS"] / 2
-    config["DB_STATEMENT_TIMEOUT_SECONDS"] = env_float(
-        env, "DB_STATEMENT_TIMEOUT_SECONDS", bound, 0.1)
-    config["DB_IDLE_IN_TRANSACTION_SECONDS"] = env_float(
-        env, "DB_IDLE_IN_TRANSACTION_SECONDS", bound, 0.1)
     config["DB_WEB_VIA_POOLER"] = bool(env.get("DATABASE_CONNECTION_POOL_URL"))
     web_url = env.get("DATABASE_CONNECTION_POOL_URL") or env.get("DATABASE_URL")
     if web_url:

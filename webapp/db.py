@@ -187,13 +187,15 @@ def server_options(config: Mapping) -> str:
 
     It ends long statements and idle transactions, and it notices a client that vanished
     without a word (keepalives, unacknowledged data, a dead socket during a query) within
-    the same bound as the client does.
+    the same bound as the client does. Every statement, and every transaction left open,
+    ends within half the stale bound, well before a standby would evict its process: a
+    frozen host cannot keep row locks its successor needs.
     """
     k = keepalive_seconds(config)
+    bound_ms = int(config["LEADER_STALE_SECONDS"] * 500)
     settings = {
-        "statement_timeout": int(config["DB_STATEMENT_TIMEOUT_SECONDS"] * 1000),
-        "idle_in_transaction_session_timeout":
-            int(config["DB_IDLE_IN_TRANSACTION_SECONDS"] * 1000),
+        "statement_timeout": bound_ms,
+        "idle_in_transaction_session_timeout": bound_ms,
         "tcp_keepalives_idle": k["idle"],
         "tcp_keepalives_interval": k["interval"],
         "tcp_keepalives_count": k["count"],
@@ -215,7 +217,7 @@ def pg_connect_args(config: Mapping, role: str) -> dict:
     """
     args = {"application_name": identity(config["INSTANCE_NAME"], role=role),
             **client_keepalives(config)}
-    if role in POOLED_ROLES and config.get("DB_WEB_VIA_POOLER"):
+    if role in POOLED_ROLES and config["DB_WEB_VIA_POOLER"]:
         args["prepare_threshold"] = None
     else:
         args["options"] = server_options(config)

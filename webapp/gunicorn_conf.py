@@ -14,15 +14,16 @@ from pathlib import Path
 
 from gunicorn.glogging import Logger
 
-from webapp.config import env_int, instance_name, read_dotenv
+from webapp.config import metrics_dir, read_dotenv, server_settings, set_metrics_dir
 
 read_dotenv()  # a local .env, as `flask run` reads it; the real environment wins
-_instance = instance_name(os.environ)
+_settings = server_settings()
+_instance = _settings["INSTANCE_NAME"]
 
-bind = f"0.0.0.0:{env_int(os.environ, 'PORT', 8000, minimum=1)}"
-workers = env_int(os.environ, "WEB_CONCURRENCY", 2, minimum=1)
+bind = f"0.0.0.0:{_settings['PORT']}"
+workers = _settings["WEB_CONCURRENCY"]
 worker_class = "gthread"
-threads = env_int(os.environ, "GUNICORN_THREADS", 4, minimum=1)
+threads = _settings["GUNICORN_THREADS"]
 preload_app = False  # each worker builds its app (and lock session) after the fork
 graceful_timeout = 25  # below Heroku's 30 s between SIGTERM and SIGKILL
 timeout = 30
@@ -75,7 +76,7 @@ def when_ready(server):
     _hold(made)  # held before another master's clean-up can see it under its final name
     path = str(made.with_name(made.name.replace("soloist-metricsnew-", "soloist-metrics-")))
     made.rename(path)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path  # a SIGHUP reload keeps it
+    set_metrics_dir(path)
     _import_code(Path(path))
 
 
@@ -159,12 +160,12 @@ def child_exit(server, worker):
     """Drop a dead worker's live gauges (its histogram counts stay: they only add up)."""
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(worker.pid, os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    multiprocess.mark_process_dead(worker.pid, metrics_dir())
 
 
 def on_exit(server):
     """Remove the instance's metrics directory."""
-    shutil.rmtree(os.environ.get("PROMETHEUS_MULTIPROC_DIR", ""), ignore_errors=True)
+    shutil.rmtree(metrics_dir() or "", ignore_errors=True)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)

@@ -49,7 +49,7 @@ def allow_upload(app: Flask, path: str, limit: Callable[[], int],
 def body_limit(app: Flask, environ: dict) -> int | None:
     """Return the largest body the request may carry: its upload route's, or the app's."""
     upload = _upload(app, environ)
-    return upload[0]() if upload else app.config.get("MAX_CONTENT_LENGTH")
+    return upload[0]() if upload else app.config["MAX_CONTENT_LENGTH"]
 
 
 def _upload(app: Flask, environ: dict):

@@ -91,7 +91,7 @@ def reader_date(moment: datetime | None, zone: str | None = None) -> str:
 
 
 def _site_zone() -> str:
-    return current_app.config.get("SITE_TIMEZONE", "UTC")
+    return current_app.config["SITE_TIMEZONE"]
 
 
 def ago(moment: datetime | None, now: datetime) -> str:

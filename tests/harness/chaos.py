@@ -30,8 +30,8 @@ from tests.harness.traffic import WebhookReceiver
 SECRET = "chaos-receiver-secret-0123456789"
 POSTS_PER_SECOND = 4
 CHANGES_PER_SECOND = 1  # live posts whose scheduled change falls due during the run
-FLEET_ENV = {"WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_RETRY_SECONDS": "1",
-             "WEBHOOK_TIMEOUT_SECONDS": "2", "HOOK_RETRY_SECONDS": "1"}
+FLEET_ENV = {"WEBHOOK_ALLOW_PRIVATE": "true", "RETRY_SECONDS": "1",
+             "WEBHOOK_TIMEOUT_SECONDS": "2"}
 WEIGHTS = {"kill_worker": 3, "kill_instance": 2, "term_instance": 2, "stop_group": 2,
            "cut_sessions": 1}
 

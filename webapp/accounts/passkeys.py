@@ -54,7 +54,7 @@ def _webauthn():
 
 def relying_party() -> tuple[str, str] | None:
     """Return (rp id, origin) from SITE_URL (the request's own host in debug), or None."""
-    site = current_app.config.get("SITE_URL")
+    site = current_app.config["SITE_URL"]
     if not site:
         if not current_app.debug:
             return None
@@ -103,7 +103,7 @@ def registration_options(user: User) -> str:
         raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
     webauthn, structs = _webauthn()
     options = webauthn.generate_registration_options(
-        rp_id=rp[0], rp_name=current_app.config.get("SITE_NAME") or "Soloist",
+        rp_id=rp[0], rp_name=current_app.config["SITE_NAME"],
         user_name=user.email, user_id=str(user.id).encode(),
         authenticator_selection=structs.AuthenticatorSelectionCriteria(
             resident_key=structs.ResidentKeyRequirement.REQUIRED,

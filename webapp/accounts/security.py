@@ -43,7 +43,7 @@ def init_app(app: Flask) -> None:
     app.session_interface = SessionInterface()
     app.before_request(require_new_password)
     app.before_request(require_two_factor)
-    if app.config.get("TRUST_PROXY_HOPS"):
+    if app.config["TRUST_PROXY_HOPS"]:
         hops = app.config["TRUST_PROXY_HOPS"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0)
 
@@ -58,7 +58,7 @@ class SessionInterface(SecureCookieSessionInterface):
 
     def get_cookie_secure(self, app: Flask) -> bool:
         # behind the platform's router, ProxyFix has applied X-Forwarded-Proto already
-        return bool(app.config.get("SESSION_COOKIE_SECURE") or request.is_secure)
+        return bool(app.config["SESSION_COOKIE_SECURE"] or request.is_secure)
 
     def save_session(self, app: Flask, session, response: Response) -> None:
         """Save the session, but not onto a response a shared cache may keep and replay.

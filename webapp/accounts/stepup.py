@@ -47,7 +47,7 @@ def proved(how: str) -> None:
 
 def fresh() -> bool:
     """Return whether this session's last proof is recent enough for a dangerous action."""
-    minutes = current_app.config.get("STEP_UP_MINUTES", 10.0)
+    minutes = current_app.config["STEP_UP_MINUTES"]
     return time.time() - session.get("proved_at", 0) <= minutes * 60
 
 

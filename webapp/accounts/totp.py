@@ -33,7 +33,7 @@ RECOVERY_ALPHABET = "abcdefghjkmnpqrstuvwxyz23456789"  # no 0/o, 1/l/i
 
 def _fernet() -> MultiFernet:
     keys = [current_app.config["SECRET_KEY"],
-            *current_app.config.get("SECRET_KEY_FALLBACKS", [])]
+            *current_app.config["SECRET_KEY_FALLBACKS"]]
     return MultiFernet([Fernet(base64.urlsafe_b64encode(hashlib.sha256(
         b"soloist totp secret\0" + str(key).encode()).digest())) for key in keys if key])
 
@@ -68,7 +68,7 @@ def pending_secret(user: User) -> str | None:
 
 
 def provisioning_uri(user: User, secret: str) -> str:
-    name = current_app.config.get("SITE_NAME") or "Soloist"
+    name = current_app.config["SITE_NAME"]
     return pyotp.TOTP(secret).provisioning_uri(name=user.email, issuer_name=name)
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 import psycopg
 import sqlalchemy as sa
 
+from ..config import load_config
 from ..db import (
     HANDOVER_CHANNEL,
     WAKE_CHANNEL,
@@ -65,8 +66,9 @@ def libpq_conninfo(url: str) -> str:
     return conninfo(url)
 
 
-# for a lock session made without the app's settings (the seed API in a test, a CLI)
-KEEPALIVE = client_keepalives({"LEADER_STALE_SECONDS": 10.0})
+# for a lock session made without the app's settings (the seed API in a test, a CLI): the
+# defaults' (no environment read)
+KEEPALIVE = client_keepalives(load_config({}))
 
 
 class PgLockSession(BaseLockSession):

@@ -80,7 +80,7 @@ def upload(data: bytes, name: str, alt: str, limit: int,
         raise MediaError(413, "file", f"The file is {megabytes(len(data))}: images may be at "
                                       f"most {megabytes(limit)}.")
     # no transaction held open while the image is decoded: PostgreSQL ends one left idle
-    # past DB_IDLE_IN_TRANSACTION_SECONDS, and the request with it (nothing is pending)
+    # past LEADER_STALE_SECONDS / 2, and the request with it (nothing is pending)
     db.session.commit()
     try:
         made = images.process(data, current_app.config["MEDIA_MAX_DECODED_MB"])

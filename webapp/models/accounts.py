@@ -10,16 +10,11 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from ..extensions import db
 from .types import UTCDateTime, utcnow
 
-PASSWORD_METHOD = "scrypt"  # werkzeug's default (n=2**15, r=8, p=1), named
-
 
 def password_method() -> str:
-    """Return the app's PASSWORD_HASH_METHOD (PASSWORD_METHOD unless it names another).
-
-    Not a setting of the environment: only a test app chooses a cheaper method, for the
-    hundreds of accounts a test run makes (a check reads the method from the hash).
-    """
-    return current_app.config.get("PASSWORD_HASH_METHOD", PASSWORD_METHOD)
+    """Return the app's PASSWORD_HASH_METHOD: scrypt, unless a test app asks for a cheaper
+    one (a check reads the method from the hash)."""
+    return current_app.config["PASSWORD_HASH_METHOD"]
 
 
 def hash_password(password: str) -> str:

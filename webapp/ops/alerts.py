@@ -21,8 +21,6 @@ from ..models import OutboxEvent, Post, Timer
 
 OPS_TOPICS = ("ops.no_leader", "ops.leader_evicted", "ops.post_late", "ops.timer_paused",
               "ops.webhook_failing", "ops.purge_failing")
-NO_LEADER_SECONDS = 30.0  # OPS_NO_LEADER_SECONDS
-POST_LATE_SECONDS = 60.0  # OPS_POST_LATE_SECONDS
 LATE_BATCH = 100
 
 

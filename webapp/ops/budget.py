@@ -13,7 +13,6 @@ pooler's clients, and the server sees only the pooler's own pool.
 """
 
 import logging
-import os
 from dataclasses import dataclass
 
 from ..db import parse_identity_role
@@ -96,19 +95,10 @@ class Fleet:
 
 def fleet_from_config(config, instances: int, workers: int | None = None) -> Fleet:
     """Return a fleet of instances shaped as this process's settings say."""
-    pooled = bool(config.get("DB_WEB_VIA_POOLER"))
-    return Fleet(instances, workers or web_concurrency(), config["DB_POOL_SIZE"],
+    pooled = config["DB_WEB_VIA_POOLER"]
+    return Fleet(instances, workers or config["WEB_CONCURRENCY"], config["DB_POOL_SIZE"],
                  config["DB_MAX_OVERFLOW"], int(config["DB_REVALIDATION_CONNECTION"]),
-                 PGBOUNCER_DEFAULT_POOL if pooled else None,
-                 config.get("PLUGIN_DB_POOL_SIZE", 2))
-
-
-def web_concurrency() -> int:
-    """Return this instance's gunicorn workers (WEB_CONCURRENCY, 2 by default)."""
-    try:
-        return max(1, int(os.environ.get("WEB_CONCURRENCY", "2")))
-    except ValueError:
-        return 2
+                 PGBOUNCER_DEFAULT_POOL if pooled else None, config["PLUGIN_DB_POOL_SIZE"])
 
 
 @dataclass(frozen=True)

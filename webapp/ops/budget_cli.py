@@ -12,7 +12,7 @@ from .budget import PGBOUNCER_DEFAULT_POOL, Fleet
 @click.option("--instances", type=click.IntRange(1, 10_000), default=2, show_default=True,
               help="Instances (dynos, machines) of the app.")
 @click.option("--workers", type=click.IntRange(1, 1_000), default=None,
-              help="gunicorn workers per instance [default: WEB_CONCURRENCY, else 2].")
+              help="gunicorn workers per instance [default: WEB_CONCURRENCY].")
 @click.option("--pool-size", type=click.IntRange(1, 1_000), default=None,
               help="Web pool per worker [default: DB_POOL_SIZE].")
 @click.option("--max-overflow", type=click.IntRange(0, 1_000), default=None,
@@ -33,11 +33,9 @@ def budget_command(instances, workers, pool_size, max_overflow, revalidation, pl
                    pooler_pool, max_connections, reserved) -> None:
     """Print the database connections a fleet needs at peak and idle, direct and behind
     a transaction pooler, and how many instances fit."""
-    from .budget import web_concurrency
-
     cfg = current_app.config
     shape = dict(
-        workers=workers or web_concurrency(),
+        workers=workers or cfg["WEB_CONCURRENCY"],
         pool_size=pool_size if pool_size is not None else cfg["DB_POOL_SIZE"],
         max_overflow=max_overflow if max_overflow is not None else cfg["DB_MAX_OVERFLOW"],
         revalidation=int(cfg["DB_REVALIDATION_CONNECTION"] if revalidation is None

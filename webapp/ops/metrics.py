@@ -97,7 +97,7 @@ def exposition() -> tuple[bytes, str]:
     registry = CollectorRegistry()
     registry.register(FleetCollector(current_app.config["LEADER_STALE_SECONDS"]))
     histograms = _histograms()  # so a scrape shows them before the first observation
-    path = current_app.config.get("PROMETHEUS_MULTIPROC_DIR")
+    path = current_app.config["PROMETHEUS_MULTIPROC_DIR"]
     if path:
         MultiProcessCollector(registry, path)  # every worker's histograms, added up
     else:

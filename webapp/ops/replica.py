@@ -47,7 +47,6 @@ from ..extensions import db
 
 MODES = ("auto", "on", "off")
 CONFIRM_SECONDS = 2.0  # how long a send waits for a standby to have its claim
-MAX_SECONDS = 30.0  # DELIVER_AFTER_REPLICA_MAX_SECONDS
 FIRST_LOOK = 0.005  # s: replication on a LAN catches up in a millisecond or two
 LAST_LOOK = 0.1  # s: the slowest a waiting tick looks again (10 statements a second)
 NEVER = 2**63 - 1
@@ -81,13 +80,12 @@ def mode() -> str:
     """Return DELIVER_AFTER_REPLICA: auto, on or off (off on SQLite)."""
     if not is_postgres():
         return "off"
-    return str(current_app.config.get("DELIVER_AFTER_REPLICA", "auto"))
+    return current_app.config["DELIVER_AFTER_REPLICA"]
 
 
 def bound() -> timedelta:
     """Return how long after its event a delivery waits for a standby at most."""
-    return timedelta(seconds=float(current_app.config.get(
-        "DELIVER_AFTER_REPLICA_MAX_SECONDS", MAX_SECONDS)))
+    return timedelta(seconds=current_app.config["DELIVER_AFTER_REPLICA_MAX_SECONDS"])
 
 
 def stamp() -> int | None:

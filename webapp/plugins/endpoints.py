@@ -43,7 +43,7 @@ def check_url(url: str, allow_private: bool | None = None) -> str:
     """Return url in plain ASCII if it is http(s) and resolves only to allowed addresses."""
     url = (url or "").strip()
     if allow_private is None:
-        allow_private = current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)
+        allow_private = current_app.config["WEBHOOK_ALLOW_PRIVATE"]
     if not url:
         raise WebhookError({"url": "Give the URL to deliver to."})
     if len(url) > 2000:

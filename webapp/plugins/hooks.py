@@ -40,19 +40,12 @@ CLAIM_BATCH = 50
 # and the sitemap rebuilt to the cache purges only (webapp.plugins.purges)
 PURGE_TOPICS = ("site.settings", "media.deleted", "sitemap.built")
 FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, *PURGE_TOPICS)
-MAX_ATTEMPTS = 10
-RETRY_BASE_SECONDS = 5.0
 RETRY_MAX_SECONDS = 3600.0
-TIMEOUT_SECONDS = 30.0  # a hook call's maximum runtime (HOOK_TIMEOUT_SECONDS)
-
-
-def _setting(name: str, default: float) -> float:
-    return float(current_app.config.get(name, default))
 
 
 def timeout() -> timedelta:
     """Return a hook call's maximum runtime."""
-    return timedelta(seconds=_setting("HOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS))
+    return timedelta(seconds=current_app.config["HOOK_TIMEOUT_SECONDS"])
 
 
 def new_claim() -> str:
@@ -207,12 +200,11 @@ def _failed(delivery_id: int, token: str, error: str, at: datetime) -> bool:
     attempts = db.session.scalar(sa.select(HookDelivery.attempts).where(
         HookDelivery.id == delivery_id)) or 0
     values = {"last_error": error[:500], "claim": "", "started_at": None}
-    if attempts >= int(_setting("HOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
+    if attempts >= current_app.config["HOOK_MAX_ATTEMPTS"]:
         values["status"] = "failed"
     else:
         values["status"] = "pending"
-        values["next_attempt_at"] = at + backoff(attempts, _setting("HOOK_RETRY_SECONDS",
-                                                                    RETRY_BASE_SECONDS))
+        values["next_attempt_at"] = at + backoff(attempts, current_app.config["RETRY_SECONDS"])
     done = db.session.execute(_fenced(delivery_id, token).values(**values)).rowcount
     db.session.commit()
     return bool(done)

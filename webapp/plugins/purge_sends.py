@@ -77,7 +77,7 @@ def record(batch: Batch, error: str, wait: float | None, at: datetime) -> str:
     attempts = db.session.scalar(sa.select(sa.func.max(CachePurge.attempts)).where(
         mine(batch))) or 0
     config = current_app.config
-    delay = timedelta(seconds=config["PURGE_RETRY_SECONDS"])
+    delay = timedelta(seconds=config["RETRY_SECONDS"])
     if wait is not None:  # the cache's own Retry-After (a rate limit), if longer
         delay = max(delay, timedelta(seconds=wait))
     retry_at = at + delay

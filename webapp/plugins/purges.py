@@ -14,7 +14,7 @@ counts the attempt, re-checks the claim and the leadership right before the requ
 (still_held), and purges every key of the batch in as few requests as the API allows
 (hard if any of them is). Every write is fenced by the claim; a new leadership takes
 another's claims once their process is gone or their lease is up. A failed batch is
-retried every PURGE_RETRY_SECONDS, not on a growing schedule like a webhook: it is one
+retried every RETRY_SECONDS, not on a growing schedule like a webhook: it is one
 small request a purger, and what readers see waits on it, so a cache that comes back is
 purged within seconds (the cache's Retry-After is waited out if longer); the purger's
 other waiting rows wait with it. A purge older than the caches' own lifetime
@@ -37,7 +37,6 @@ from ..models import CachePurge, OutboxEvent, Post
 from ..ops import replica
 from ..site import purgers, surrogate
 from .hooks import new_claim
-from .webhook_sends import TIMEOUT_SECONDS
 
 log = logging.getLogger("soloist.plugins.purges")
 
@@ -47,7 +46,7 @@ HARD = ("post.unpublished", "media.deleted")
 TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
           "media.deleted", "sitemap.built")
 CLAIM_BATCH = 100
-LEASE = timedelta(seconds=TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
+LEASE = timedelta(seconds=purgers.TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
 FAILING_AFTER = 3
 
 

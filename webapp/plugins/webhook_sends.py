@@ -6,7 +6,7 @@ write, the leadership included), the request is read and the transaction ended b
 receiver is called; the outcome is written only while the claim still holds (a stale sender
 changes nothing), with the endpoint's health: a third failure in a row turns the
 endpoint failing (an ops.webhook_failing alert) and it backs off as a whole. A failed
-delivery is retried on its own schedule (retry_delay: first after WEBHOOK_RETRY_SECONDS,
+delivery is retried on its own schedule (retry_delay: first after RETRY_SECONDS,
 5 s by default, then 30 s, 2 min, 5 min, 30 min, 2 h …, jittered); one failure delays
 only its own delivery.
 """
@@ -33,9 +33,6 @@ from .net import UnsafeURL, post
 
 log = logging.getLogger("soloist.plugins.webhooks")
 
-TIMEOUT_SECONDS = 10.0
-MAX_ATTEMPTS = 9
-RETRY_SECONDS = 5.0  # the first retry's delay (WEBHOOK_RETRY_SECONDS); the schedule scales
 # Standard Webhooks' reference schedule (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with two
 # steps put in (30 s, 2 min) so a blip of a minute or two is bridged by the third or fourth
 # attempt, in units of the first retry's delay: with 5 s, 5 s, 30 s, 2 min, 5 min, 30 min …
@@ -54,18 +51,14 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def setting(name: str, default: float) -> float:
-    return float(current_app.config.get(name, default))
-
-
 def retry_delay(failures: int, first: float | None = None,
                 jitter: Callable[[], float] = random.random) -> timedelta:
     """Return the wait after the failures-th failed attempt in a row (1: the first retry).
 
-    SCHEDULE in units of first (WEBHOOK_RETRY_SECONDS), its last step repeated, shortened
+    SCHEDULE in units of first (RETRY_SECONDS), its last step repeated, shortened
     by up to JITTER at random (never later than the schedule says).
     """
-    first = setting("WEBHOOK_RETRY_SECONDS", RETRY_SECONDS) if first is None else first
+    first = current_app.config["RETRY_SECONDS"] if first is None else first
     step = SCHEDULE[min(max(failures, 1), len(SCHEDULE)) - 1]
     return timedelta(seconds=first * step * (1 - JITTER * jitter()))
 
@@ -112,7 +105,7 @@ def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
     body = delivery.body.encode()
     headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
     if endpoint.active:
-        if current_app.config.get("WEBHOOK_LEGACY_SIGNATURE"):
+        if current_app.config["WEBHOOK_LEGACY_SIGNATURE"]:
             headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
         headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
                                    int(delivery.claimed_at.timestamp()))  # the attempt's time
@@ -159,12 +152,12 @@ def attempt(claim: Claim, now: Callable[[], datetime], pause: Pause = None) -> s
 def _send(url: str, body: bytes, headers: dict[str, str],
           active: bool) -> tuple[int | None, str, bool]:
     """POST the delivery; return the status, the error ("" if none) and whether it is final."""
-    timeout = setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS)
+    timeout = current_app.config["WEBHOOK_TIMEOUT_SECONDS"]
     try:
         if not active:
             raise UnsafeURL("The endpoint is switched off.")
         status = post(url, body, headers, timeout,
-                      bool(current_app.config.get("WEBHOOK_ALLOW_PRIVATE", False)))
+                      current_app.config["WEBHOOK_ALLOW_PRIVATE"])
     except UnsafeURL as exc:
         return None, f"Not sent: {exc}", True
     except TimeoutError:
@@ -264,7 +257,7 @@ def record(claim: Claim, status: int | None, error: str, final: bool, at: dateti
               "claim": ""}
     if not error:
         values.update(status="delivered", delivered_at=at, next_attempt_at=None)
-    elif final or delivery.attempts >= int(setting("WEBHOOK_MAX_ATTEMPTS", MAX_ATTEMPTS)):
+    elif final or delivery.attempts >= current_app.config["WEBHOOK_MAX_ATTEMPTS"]:
         values.update(status="failed", next_attempt_at=None)
     else:
         values.update(status="pending", next_attempt_at=at + retry_delay(delivery.attempts))

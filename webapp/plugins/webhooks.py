@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
+from flask import current_app
 
 from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
@@ -45,7 +46,7 @@ from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, replica
 from .base import Plugin, RunContext
 from .hooks import new_claim
-from .webhook_sends import TIMEOUT_SECONDS, Claim, Pause, attempt, setting
+from .webhook_sends import Claim, Pause, attempt
 
 # uuid5 namespace of Soloist's webhook ids (fixed forever: receivers keep the ids they saw)
 ID_NAMESPACE = uuid.UUID("7d0f4b8e-3c1a-5e2b-9f64-a1c2d3e4f501")
@@ -142,7 +143,7 @@ def enqueue(event: object) -> int:
 
 def _lease() -> timedelta:
     """Return how long a claim lasts in its own term (the send's timeout, and a margin)."""
-    return timedelta(seconds=setting("WEBHOOK_TIMEOUT_SECONDS", TIMEOUT_SECONDS) + LEASE_MARGIN)
+    return timedelta(seconds=current_app.config["WEBHOOK_TIMEOUT_SECONDS"] + LEASE_MARGIN)
 
 
 def _due(now: datetime) -> sa.ColumnElement[bool]:

@@ -21,7 +21,6 @@ from ..extensions import db
 from ..models import Post, PostRevision
 from .errors import PostError
 
-REVISIONS_KEEP = 50
 HISTORY_PAGE = 50
 
 
@@ -99,7 +98,7 @@ def prunable(keep_last: int | None = None) -> list:
 
     their post's last keep_last (REVISIONS_KEEP). The newest is the post's text: always kept.
     """
-    keep_last = keep_last or current_app.config.get("REVISIONS_KEEP", REVISIONS_KEEP)
+    keep_last = keep_last or current_app.config["REVISIONS_KEEP"]
     newer = sa.orm.aliased(PostRevision)
     # the id of the keep_last-th newest revision of the same post: older ones may go
     cutoff = (sa.select(newer.id).where(newer.post_id == PostRevision.post_id)

@@ -27,7 +27,6 @@ from . import workers
 
 log = logging.getLogger("soloist.timers")
 
-MAX_ABANDONED = 2  # hung threads a plugin may leave behind before it is paused
 SEND_BUDGET = 60.0  # seconds one sender thread works before the tick looks again
 
 
@@ -66,7 +65,7 @@ def expire_hooks(now: datetime) -> int:
 
 def pause_hung_plugins(names: set[str], now: datetime) -> None:
     """Pause each plugin of names whose abandoned threads reached the bound."""
-    limit = int(current_app.config.get("PLUGIN_MAX_ABANDONED", MAX_ABANDONED))
+    limit = current_app.config["PLUGIN_MAX_ABANDONED"]
     for name in sorted(names):
         hung = workers.abandoned(name)
         if hung >= limit:

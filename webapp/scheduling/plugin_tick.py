@@ -46,7 +46,7 @@ def budget() -> Callable[[], bool]:
     (a hundred due slots, each claim a commit) must hand back before a follower sees its
     heartbeat as stale and evicts it; it is called again at once.
     """
-    limit = float(current_app.config.get("LEADER_STALE_SECONDS", 10.0)) / BUDGET_SHARE
+    limit = current_app.config["LEADER_STALE_SECONDS"] / BUDGET_SHARE
     deadline = monotonic() + limit
     return lambda: monotonic() >= deadline
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import click
 from flask import Flask
+from werkzeug.serving import is_running_from_reloader
 
 from ..db import is_sqlite_url
 from .runner import Scheduler
@@ -29,7 +30,7 @@ def start(app: Flask, make_tick_app: Callable[[], Flask] | None = None,
     mode is one host, its plugin work shares the web app's file).
     """
     global _current, _current_pid
-    if not app.config.get("SCHEDULER_ENABLED", True):
+    if not app.config["SCHEDULER_ENABLED"]:
         log.info("scheduler disabled by SCHEDULER_ENABLED")
         return None
     if _current is not None and _current_pid == os.getpid() and _current.alive:
@@ -78,4 +79,4 @@ def _launched_by_flask_run(app: Flask) -> bool:
     if reload is None:
         reload = app.debug
     # With the reloader the parent only watches files; the child serves.
-    return not reload or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
+    return not reload or is_running_from_reloader()

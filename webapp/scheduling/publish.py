@@ -13,7 +13,7 @@ from ..ops.freezes import is_frozen
 from .pace import Pace
 
 # Due posts that this tick could not take are row-locked by another transaction (a frozen
-# or evicted process's; the server ends it within DB_IDLE_IN_TRANSACTION_SECONDS): look
+# or evicted process's; the server ends it within LEADER_STALE_SECONDS / 2): look
 # again a little later instead of spinning on the same past publish_at.
 LOCKED_RETRY = timedelta(seconds=0.25)
 FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds a missed one
@@ -39,7 +39,7 @@ def tick(now: datetime, holder: str = "", term: int = 0) -> datetime | None:
     if more:
         return now  # a backlog, or out of time: the runner heartbeats and calls again at once
     upcoming = posts.next_due()
-    late = current_app.config.get("OPS_POST_LATE_SECONDS", alerts.POST_LATE_SECONDS)
+    late = current_app.config["OPS_POST_LATE_SECONDS"]
     if upcoming is not None and upcoming <= now - timedelta(seconds=late):
         alerts.posts_late(now, late, holder)  # still due long after their time: say so
     if upcoming is not None and upcoming <= now and not any(done.values()):

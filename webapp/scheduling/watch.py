@@ -96,12 +96,10 @@ class Watch:
     def __init__(self, app: Flask, holder: str) -> None:
         cfg = app.config
         self.app, self.holder = app, holder
-        self.no_leader_seconds = float(cfg.get("OPS_NO_LEADER_SECONDS",
-                                               alerts.NO_LEADER_SECONDS))
+        self.no_leader_seconds = cfg["OPS_NO_LEADER_SECONDS"]
         self.reported: set[tuple[int, int]] = set()  # (key, term) this process wrote
-        self.deadman = Deadman(cfg["DEADMAN_URL"], float(cfg["DEADMAN_EVERY_SECONDS"]), holder,
-                               bool(cfg.get("WEBHOOK_ALLOW_PRIVATE"))) if cfg.get(
-            "DEADMAN_URL") else None
+        self.deadman = Deadman(cfg["DEADMAN_URL"], cfg["DEADMAN_EVERY_SECONDS"], holder,
+                               cfg["WEBHOOK_ALLOW_PRIVATE"]) if cfg["DEADMAN_URL"] else None
 
     def unled(self, rows: Iterable[PollRow]) -> None:
         """Report each key whose holder is silent longer than OPS_NO_LEADER_SECONDS."""

@@ -29,8 +29,6 @@ from flask import current_app
 from . import surrogate
 
 TIMEOUT_SECONDS = 10.0
-FASTLY_API_URL = "https://api.fastly.com"
-CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4"
 
 
 class PurgeFailed(Exception):
@@ -109,7 +107,7 @@ class Fastly:
 
     max_keys = 256
 
-    def __init__(self, url: str, token: str, api: str = FASTLY_API_URL) -> None:
+    def __init__(self, url: str, token: str, api: str) -> None:
         self.service, self.token, self.api = _host(url), token, api
 
     def purge(self, keys: Sequence[str], hard: bool) -> None:
@@ -130,7 +128,7 @@ class Cloudflare:
 
     max_keys = 30
 
-    def __init__(self, url: str, token: str, api: str = CLOUDFLARE_API_URL) -> None:
+    def __init__(self, url: str, token: str, api: str) -> None:
         self.zone, self.token, self.api = _host(url), token, api
 
     def purge(self, keys: Sequence[str], hard: bool) -> None:
@@ -210,11 +208,10 @@ def home_pages(published: int) -> list[str]:
 Purger = Varnish | Fastly | Cloudflare | PlainPurge
 BUILDERS: dict[str, Callable[[str, dict], Purger]] = {
     "varnish+http": lambda url, _config: Varnish(url),
-    "fastly": lambda url, config: Fastly(url, config.get("FASTLY_API_TOKEN", ""),
-                                         config.get("FASTLY_API_URL") or FASTLY_API_URL),
-    "cloudflare": lambda url, config: Cloudflare(
-        url, config.get("CLOUDFLARE_API_TOKEN", ""),
-        config.get("CLOUDFLARE_API_URL") or CLOUDFLARE_API_URL),
+    "fastly": lambda url, config: Fastly(url, config["FASTLY_API_TOKEN"],
+                                         config["FASTLY_API_URL"]),
+    "cloudflare": lambda url, config: Cloudflare(url, config["CLOUDFLARE_API_TOKEN"],
+                                                 config["CLOUDFLARE_API_URL"]),
     "purge+http": lambda url, _config: PlainPurge(url),
     "purge+https": lambda url, _config: PlainPurge(url),
 }
@@ -224,7 +221,7 @@ def configured(config: dict | None = None) -> dict[str, Purger]:
     """Return the purgers CACHE_PURGE lists, by name."""
     config = current_app.config if config is None else config
     return {name(url): BUILDERS[urlsplit(url).scheme.lower()](url, config)
-            for url in config.get("CACHE_PURGE") or []}
+            for url in config["CACHE_PURGE"]}
 
 
 def targets(purger: Purger, keys: Sequence[str], payload: dict, old_slug: str | None = None,

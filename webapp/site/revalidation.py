@@ -84,7 +84,7 @@ class Reader:
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.conninfo = conninfo(config["SQLALCHEMY_DATABASE_URI"])  # every host of it
         self.config = config
-        self.prepare = not config.get("DB_WEB_VIA_POOLER")
+        self.prepare = not config["DB_WEB_VIA_POOLER"]
         self._slot: queue.Queue[psycopg.Connection | None] = queue.Queue(maxsize=1)
         self._slot.put(None)  # the connection once made; a thread takes it, reads, puts it back
         self._pid = 0

@@ -11,7 +11,7 @@ from flask.globals import request_ctx
 
 def init_app(app: Flask) -> None:
     """Build the absolute links of every request on SITE_URL when it is set."""
-    if app.config.get("SITE_URL"):
+    if app.config["SITE_URL"]:
         app.before_request(build_links_on_site_url)
 
 

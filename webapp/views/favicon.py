@@ -39,7 +39,7 @@ def robots():
     a client sent, and a cache would keep whatever host an attacker put there.
     """
     lines = ["User-agent: *", "Disallow: /admin/", "Disallow: /api/"]
-    if current_app.config.get("SITE_URL"):
+    if current_app.config["SITE_URL"]:
         lines.append("Sitemap: " + url_for("plugins.sitemap_xml", _external=True))
     else:
         lines.append("# Set SITE_URL to name the sitemap (/sitemap.xml) here.")

@@ -26,7 +26,7 @@ def scraper_allowed(token: str) -> bool:
     """Return whether a bearer token may scrape: METRICS_TOKEN, or any live API token."""
     if not token:
         return False
-    expected = current_app.config.get("METRICS_TOKEN")
+    expected = current_app.config["METRICS_TOKEN"]
     if expected and hmac.compare_digest(token.encode(), expected.encode()):
         return True
     return user_for_token(token) is not None

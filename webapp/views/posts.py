@@ -245,7 +245,7 @@ def unschedule(post_id: int):
 @role_required("editor")
 def publish(post_id: int):
     """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
-    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    instance, override = current_app.config["INSTANCE_NAME"], _override_freeze()
     text = _typed()  # publishing now publishes what the editor sees, typed text included
     return _act(post_id, lambda pid: posts.publish_now(pid, instance, override, text),
                 "Published.")
@@ -255,7 +255,7 @@ def publish(post_id: int):
 @role_required("editor")
 def unpublish(post_id: int):
     """Take a published post down now."""
-    instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
+    instance, override = current_app.config["INSTANCE_NAME"], _override_freeze()
     return _act(post_id, lambda pid: posts.unpublish_post(pid, instance, override),
                 "Unpublished: the post is no longer on the site.")
 

@@ -60,7 +60,7 @@ def _build(app: Flask) -> str:
             if path.is_file():
                 digest.update(path.name.encode() + path.read_bytes())
         digest.update(Path(markdown.__file__).read_bytes())
-        digest.update(repr([app.config.get(k) for k in SITE_CONFIG]).encode())
+        digest.update(repr([app.config[k] for k in SITE_CONFIG]).encode())
         app.extensions["soloist.site_build"] = digest.hexdigest()
     return app.extensions["soloist.site_build"]
 

@@ -35,7 +35,7 @@ def engine_for(app: Flask) -> sa.Engine:
     A transaction-mode pooler would hand the release's session settings (its lock_timeout)
     to other clients' transactions, and drop them between its own.
     """
-    if not app.config.get("DB_WEB_VIA_POOLER"):
+    if not app.config["DB_WEB_VIA_POOLER"]:
         return db.engine
     engine = sa.create_engine(app.config["LOCK_DATABASE_URL"], poolclass=sa.pool.NullPool,
                               hide_parameters=True,

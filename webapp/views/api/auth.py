@@ -5,7 +5,7 @@ read: no token or a malformed one (401), an address past its allowance of failed
 (429), an unknown, revoked or expired token (401), a role too low (403), an everyday token
 on a dangerous action (403). A stranger's 10 MB upload is answered unread. The body is
 then read whole with no transaction open, so a slow upload keeps none idle (the server
-ends those after DB_IDLE_IN_TRANSACTION_SECONDS).
+ends those idle for LEADER_STALE_SECONDS / 2).
 """
 
 from collections.abc import Callable
