@@ -7,25 +7,37 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.harness.cluster import Instance, LockView, drop_database, migrated_database, stop_all
+from tests.harness.cache_apis import CacheAPI
+from tests.harness.cluster import (
+    Instance,
+    LockView,
+    drop_database,
+    migrated_database,
+    stop_all,
+)
 from tests.harness.database import emptied
+from tests.harness.pgserver import throwaway_server
 from tests.harness.receiver import Receiver
 from tests.harness.support import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    LONG_AGO,
     Api,
     AuthActions,
     Fleet,
     make_app,
     migrate,
+    new_post,
     postgres_or_skip,
     seed_site,
     serve,
 )
 from webapp.extensions import db
 from webapp.leadership import close_all_sessions
+from webapp.site import state as site_state
 
 pytest_plugins = ["tests.harness.plugin"]
 
@@ -80,6 +92,12 @@ def fresh_app(pg_url):
         yield app
 
 
+@pytest.fixture(params=["postgresql", "sqlite"])
+def any_app(request):
+    """Return an app on PostgreSQL, then on SQLite: the test runs on both."""
+    return request.getfixturevalue("app" if request.param == "postgresql" else "sqlite_app")
+
+
 @pytest.fixture
 def client(app):
     """Return a test client of app, signed out."""
@@ -96,6 +114,13 @@ def runner(app):
 def auth(client):
     """Return the sign-in helper of client: auth.login(role=...), auth.logout(), auth.client()."""
     return AuthActions(client)
+
+
+@pytest.fixture
+def editor(client, auth):
+    """Return the test client, signed in as editor@example.com."""
+    auth.login("editor")
+    return client
 
 
 @pytest.fixture
@@ -138,6 +163,26 @@ def receiver():
     running = Receiver().start()
     yield running
     running.close()
+
+
+@pytest.fixture
+def cache_api():
+    """Return a stand-in for the caches' purge APIs (tests/harness/cache_apis.py), closed after."""
+    server = CacheAPI().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hello(app) -> int:
+    """Return the id of a post published long ago at /posts/hello (the site last changed then
+    too), long enough for its page to be sent gzipped."""
+    post_id = new_post(app, "Hello", slug="hello", body="First *words*.\n\n" + "More. " * 400,
+                       status="published", published_at=LONG_AGO, updated_at=LONG_AGO)
+    with app.app_context():
+        site_state.bump(LONG_AGO)
+        db.session.commit()
+    return post_id
 
 
 @pytest.fixture
@@ -208,3 +253,32 @@ def fleet(tmp_path_factory):
         yield fleet
     finally:
         fleet.close()
+
+
+def _topic(request) -> str:
+    """Return what a test module is about: test_faults.py's "faults"."""
+    return request.module.__name__.rpartition(".")[2].removeprefix("test_")
+
+
+@pytest.fixture(scope="module")
+def pg_server(request):
+    """Return a throwaway PostgreSQL server for the module, which its tests may stop, restart
+    and cut (the session's server is never touched)."""
+    with throwaway_server(f"soloist-{_topic(request)}", f"the {_topic(request)} tests") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def primary_and_standby(request):
+    """Return [primary, standby]: a throwaway server committing synchronously, as production
+    does (the throwaway's default is off), and its streaming replica, kept for the module."""
+    name = f"soloist-{_topic(request)}"
+    with throwaway_server(f"{name}-a", f"the {_topic(request)} tests") as primary:
+        with psycopg.connect(primary.url(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET synchronous_commit = on")  # copied to the standby
+            conn.execute("SELECT pg_reload_conf()")
+        standby = primary.replica(f"{name}-b")
+        try:
+            yield [primary, standby]
+        finally:
+            standby.close()

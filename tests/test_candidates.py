@@ -50,7 +50,7 @@ def test_a_frozen_candidate_is_replaced_by_a_sibling_and_stands_by_when_it_thaws
                  "a sibling to break the frozen worker's lease", state=view.lock_sessions)
     finally:
         os.kill(pid_of(victim), signal.SIGCONT)
-    wait_for(lambda: ("lost", victim) in cluster.events(view, PUBLISH_KEY), 10,
+    wait_for(lambda: ("lost", victim) in cluster.leader_events(view, PUBLISH_KEY), 10,
              "the thawed worker to record that it lost the key")
     assert candidate_of(view, a) != victim  # it stands by: no second session for a
     assert "took over this instance's candidacy" in a.read_log()
@@ -76,7 +76,8 @@ def test_a_candidate_recycled_by_max_requests_hands_over_to_its_sibling(launch, 
                    "a's recycled candidate to hand over to a sibling",
                    state=view.lock_sessions)
     assert pid_of(new) in a.worker_pids()
-    released = [holder for kind, holder in cluster.events(view, PUBLISH_KEY) if kind == "released"]
+    released = [holder for kind, holder in cluster.leader_events(view, PUBLISH_KEY)
+                if kind == "released"]
     assert released == [victim]  # handed over, not lost
     assert view.holder(PUBLISH_KEY) not in (None, victim)
 

@@ -5,7 +5,6 @@ import pytest
 
 from tests.harness.chaos import FLEET_ENV, SECRET, Chaos, chaos_seed
 from tests.harness.faultkit import FaultFleet
-from tests.harness.pgserver import throwaway_server
 from tests.harness.scenarios import p99
 from tests.harness.traffic import WebhookReceiver
 
@@ -18,21 +17,14 @@ LAG_P99 = 12.0
 RECEIPT_WAIT = 75
 
 
-@pytest.fixture
-def pg():
-    """A throwaway PostgreSQL server this test may restart."""
-    with throwaway_server("soloist-chaos", "the chaos test") as server:
-        yield server
-
-
-def test_chaos_publishes_every_post_once_never_early_with_one_delivery_id(pg, tmp_path):
-    url = pg.create_database("soloist_chaos")
+def test_chaos_publishes_every_post_once_never_early_with_one_delivery_id(pg_server, tmp_path):
+    url = pg_server.create_database("soloist_chaos")
     fleet = FaultFleet(url, tmp_path, prefix="c", **FLEET_ENV)
     receiver = WebhookReceiver(SECRET, fail_rate=0.15, seed=1).start()
     seed = chaos_seed()
     try:
         fleet.start(3, workers=2)
-        chaos = Chaos(fleet, pg, receiver, seed)
+        chaos = Chaos(fleet, pg_server, receiver, seed)
         chaos.report.instances = 3
         report = chaos.run(CHAOS_SECONDS, receipt_wait=RECEIPT_WAIT, log=print)
     finally:

@@ -16,7 +16,13 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.test import encode_multipart
 
 from tests.harness import media_files
-from tests.harness.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.harness.cluster import (
+    Instance,
+    drop_database,
+    migrated_database,
+    status_of,
+    wait_for,
+)
 from tests.harness.support import cli_user, count, csrf_token, postgres_or_skip
 from webapp.accounts.security import UPLOAD_LIMIT
 from webapp.models import MediaFile
@@ -35,20 +41,13 @@ def server(tmp_path_factory):
         probe = Instance("chunked", url, workers=1, log_dir=tmp_path_factory.mktemp("c"), **env)
         token = cli_user(url, ADMIN)
         instance = probe.start()
-        wait_for(lambda: _up(instance), 30, "gunicorn answering /healthz")
+        wait_for(lambda: status_of(instance.url + "/healthz", 2) == 200, 30,
+                 "gunicorn answering /healthz")
         yield instance, token, url
     finally:
         if instance is not None:
             instance.stop()
         drop_database(url)
-
-
-def _up(instance: Instance) -> bool:
-    try:
-        with urllib.request.urlopen(instance.url + "/healthz", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def send_chunked(instance: Instance, path: str, body: bytes, headers: dict,

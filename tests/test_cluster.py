@@ -24,11 +24,11 @@ from tests.harness.cluster import (
     LockView,
     base_env,
     drop_database,
-    events,
     flask_cmd,
     fleet_ready,
     free_port,
     instance_api,
+    leader_events,
     migrated_database,
     pid_of,
     stop_all,
@@ -50,11 +50,11 @@ def test_frozen_leader_is_evicted_and_learns_it_lost(launch, fleet_db):
     try:
         wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim, 2 + 5,
                  "the frozen leader to be evicted and replaced")
-        wait_for(lambda: ("evicted", victim) in events(view, PUBLISH_KEY), 5,
+        wait_for(lambda: ("evicted", victim) in leader_events(view, PUBLISH_KEY), 5,
                  "the eviction to be recorded")
     finally:
         os.kill(pid_of(victim), signal.SIGCONT)
-    wait_for(lambda: ("lost", victim) in events(view, PUBLISH_KEY), 10,
+    wait_for(lambda: ("lost", victim) in leader_events(view, PUBLISH_KEY), 10,
              "the thawed process to record that it lost the key")
 
 
@@ -70,7 +70,7 @@ def test_sigterm_hands_leadership_over_at_once(launch, fleet_db):
     wait_for(lambda: all(b.owns(view.holder(k)) for k in KEYS), 10,
              "b to take both keys after a's SIGTERM")
     assert a.proc.wait(25) == 0
-    released = [holder for kind, holder in events(view, PUBLISH_KEY) if kind == "released"]
+    released = [holder for kind, holder in leader_events(view, PUBLISH_KEY) if kind == "released"]
     assert len(released) == 1 and a.owns(released[0])
 
 
@@ -90,8 +90,9 @@ def test_leadership_recovers_after_the_lock_session_is_terminated(launch, fleet_
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     wait_for(lambda: term(view, PUBLISH_KEY) == 2 and view.holder(PUBLISH_KEY), 10,
              "the process to reconnect and lead again",
-             state=lambda: (term(view, PUBLISH_KEY), view.holders(), events(view, PUBLISH_KEY)))
-    assert ("lost", holder) in events(view, PUBLISH_KEY)
+             state=lambda: (term(view, PUBLISH_KEY), view.holders(),
+                            leader_events(view, PUBLISH_KEY)))
+    assert ("lost", holder) in leader_events(view, PUBLISH_KEY)
 
 
 def test_sqlite_two_workers_one_leader_per_key(tmp_path):
@@ -224,7 +225,7 @@ def test_follower_takes_over_after_the_leader_is_killed(pair):
     new = wait_for(lambda: (h := view.holder(PUBLISH_KEY)) and h != victim and h, 5,
                    "another process to hold the publish key")
     wait_for(lambda: term(view, PUBLISH_KEY) > before, 5, "the new leader to record its term")
-    assert events(view, PUBLISH_KEY)[-1] == ("acquired", new)
+    assert leader_events(view, PUBLISH_KEY)[-1] == ("acquired", new)
 
 
 def test_posts_are_published_exactly_once_while_leaders_are_killed(pair):

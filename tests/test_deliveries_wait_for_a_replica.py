@@ -13,7 +13,6 @@ import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
 from tests.harness.database import empty_every_table
-from tests.harness.pgserver import throwaway_server
 from tests.harness.support import AuthActions, make_app, migrate, text
 from webapp.config import ConfigError, load_config
 from webapp.db import database_now
@@ -31,25 +30,17 @@ DB = "soloist_replica_gate"
 
 
 @pytest.fixture(scope="module")
-def servers():
-    """(primary URL of the app's database, standby): synchronous commits, as in production."""
-    with throwaway_server("soloist-gate-a", "the replica gate tests") as primary:
-        url = primary.create_database(DB)
-        with psycopg.connect(primary.url(), autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET synchronous_commit = on")  # the throwaway's is off
-            conn.execute("SELECT pg_reload_conf()")
-        migrate(make_app(url))
-        standby = primary.replica("soloist-gate-b")
-        try:
-            yield url, standby
-        finally:
-            standby.close()
+def gate_db(primary_and_standby) -> str:
+    """Return the URL of the app's database on the primary, migrated."""
+    url = primary_and_standby[0].create_database(DB)
+    migrate(make_app(url))
+    return url
 
 
 @pytest.fixture
-def gate_app(servers):
+def gate_app(gate_db):
     """An app on the primary that may call 127.0.0.1, its context pushed and tables empty."""
-    app = make_app(servers[0], WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=2,
+    app = make_app(gate_db, WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_TIMEOUT_SECONDS=2,
                    DELIVER_AFTER_REPLICA_MAX_SECONDS=20)
     with app.app_context():
         empty_every_table()
@@ -60,9 +51,9 @@ def gate_app(servers):
 
 
 @pytest.fixture
-def paused(servers):
+def paused(primary_and_standby):
     """Pause the standby's replay for the test (it still receives WAL); resume after."""
-    standby = servers[1]
+    standby = primary_and_standby[1]
     with psycopg.connect(standby.url(), autocommit=True) as conn:
         conn.execute("SELECT pg_wal_replay_pause()")
         wait_for(lambda: conn.execute("SELECT pg_get_wal_replay_pause_state()").fetchone()[0]

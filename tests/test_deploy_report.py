@@ -12,10 +12,7 @@ from tests.harness.cluster import (
     PLUGINS_KEY,
     PUBLISH_KEY,
     Instance,
-    LockView,
     base_env,
-    create_database,
-    drop_database,
     flask_cmd,
     wait_for,
 )
@@ -35,7 +32,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def events(key: int, *changes: tuple[str, int, str, float]) -> None:
+def record_leader_events(key: int, *changes: tuple[str, int, str, float]) -> None:
     db.session.add_all(LeaderEvent(key=key, kind=kind, term=term, holder=holder, at=at(s))
                        for kind, term, holder, s in changes)
     db.session.commit()
@@ -79,7 +76,7 @@ def test_a_deploy_window_counts_due_posts_their_lag_late_and_missed(app):
         post("late", 30, 120)  # 90 s after its time
         post("missed", 40, None, status="scheduled")
         post("after-the-window", 60 * 31, None, status="scheduled")
-        events(PUBLISH.value, ("acquired", 1, "a", -100), ("released", 1, "a", 50),
+        record_leader_events(PUBLISH.value, ("acquired", 1, "a", -100), ("released", 1, "a", 50),
                ("acquired", 2, "b", 53.5), ("lost", 2, "b", 70), ("acquired", 3, "a", 71))
         [window] = report(at(60 * 40))
     assert (window.due, window.published, window.late, window.missed) == (4, 3, 1, 1)
@@ -102,7 +99,7 @@ def test_a_window_ends_at_the_next_deploy(app):
 
 def test_a_term_that_ended_after_its_successor_began_leaves_no_gap(app):
     with app.app_context():
-        events(PUBLISH.value, ("acquired", 1, "a", 0), ("acquired", 2, "b", 10),
+        record_leader_events(PUBLISH.value, ("acquired", 1, "a", 0), ("acquired", 2, "b", 10),
                ("lost", 1, "a", 12), ("evicted", 2, "b", 20), ("acquired", 3, "c", 25))
         segments = lane(PUBLISH.value, at(-5), at(30))
     nobody = [(s.start, s.end) for s in segments if not s.holder]
@@ -140,7 +137,7 @@ def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):
         now = datetime.now(UTC)
         db.session.add(Deploy(version="v7-<b>", source="SOURCE_VERSION",
                               at=now - timedelta(hours=2)))
-        events(PUBLISH.value, ("acquired", 1, "soloist-sched:web.1:11", -1))
+        record_leader_events(PUBLISH.value, ("acquired", 1, "soloist-sched:web.1:11", -1))
         db.session.execute(sa.update(LeaderEvent).values(at=now - timedelta(hours=3)))
         db.session.commit()
         assert build_timeline(now).instances() == ["web.1"]
@@ -152,15 +149,6 @@ def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):
 
 
 # A rolling restart during a stream of due posts --------------------------------------
-
-
-@pytest.fixture
-def fleet_db():
-    url = create_database("soloist_deploy")
-    view = LockView(url)
-    yield url, view
-    view.close()
-    drop_database(url)
 
 
 def deploy_row(page: str, deploy_id: int) -> list[str]:

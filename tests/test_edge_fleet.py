@@ -6,14 +6,20 @@ leader, and a purger that is down for a while and comes back: each reaches every
 that shows it. bench/edge.py measures how soon (docs/benchmarks.md); here a reader
 waits at most DEADLINE seconds, where a copy would otherwise be kept for a day."""
 
-import urllib.request
 from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
-from tests.harness.cluster import Instance, drop_database, migrated_database, stop_all, wait_for
+from tests.harness.cluster import (
+    Instance,
+    drop_database,
+    migrated_database,
+    status_of,
+    stop_all,
+    wait_for,
+)
 from tests.harness.edge import Varnish
 from tests.harness.support import make_app, postgres_or_skip
 from webapp import posts
@@ -41,21 +47,14 @@ def edge(tmp_path_factory):
             instance.env["CACHE_PURGE"] = cache.purger
             instance.start()
         wait_for(lambda: cache.read("/healthz").status == 200 and all(
-            _up(i) for i in instances), 60, "both instances answering through Varnish")
+            status_of(i.url + "/healthz", 2) == 200 for i in instances), 60,
+            "both instances answering through Varnish")
         app = make_app(url, CACHE_PURGE=[cache.purger])
         yield cache, app
     finally:
         stop_all(instances)
         cache.close()
         drop_database(url)
-
-
-def _up(instance: Instance) -> bool:
-    try:
-        urllib.request.urlopen(instance.url + "/healthz", timeout=2).close()
-    except OSError:
-        return False
-    return True
 
 
 def live(app, title: str, slug: str, unpublish_at=None) -> int:

@@ -7,14 +7,18 @@ leader publishes it; then the public page shows it. Skipped, with how to enable 
 where Chromium is missing (the `browser` fixture).
 """
 
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.harness.cluster import Instance, drop_database, migrated_database, wait_for
+from tests.harness.cluster import (
+    Instance,
+    drop_database,
+    migrated_database,
+    status_of,
+    wait_for,
+)
 from tests.harness.support import cli_user
 
 pytestmark = pytest.mark.slow
@@ -22,17 +26,6 @@ pytestmark = pytest.mark.slow
 PASSWORD = "correct horse battery"
 TOKYO = ZoneInfo("Asia/Tokyo")
 LIVE = 30_000  # ms a self-updating page gets to show a change (a busy CI box is slow)
-
-
-def status_of(url: str) -> int:
-    """Return the HTTP status of an anonymous GET."""
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return 0
 
 
 @pytest.fixture(scope="module")

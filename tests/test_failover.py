@@ -12,14 +12,13 @@ wait until it has replayed their event (webapp.ops.replica), so the lossy failov
 publications no receiver heard of: none is received twice, not even under one id.
 """
 
-import psycopg
 import pytest
 
 from tests.harness.chaos import FLEET_ENV
 from tests.harness.cluster import wait_for
 from tests.harness.failover import app_sessions_after, run_failover
 from tests.harness.faultkit import FaultFleet
-from tests.harness.pgserver import multi_host_url, throwaway_server
+from tests.harness.pgserver import multi_host_url
 from tests.harness.scenarios import HookReceiver, subscribe
 
 pytestmark = pytest.mark.slow
@@ -29,25 +28,12 @@ DB = "soloist_failover"
 
 
 @pytest.fixture(scope="module")
-def servers():
-    """[A, B]: a primary and its streaming replica."""
-    with throwaway_server("soloist-failover-a", "the failover tests") as primary:
-        primary.create_database(DB)
-        with psycopg.connect(primary.url(), autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM SET synchronous_commit = on")  # copied to the replica
-            conn.execute("SELECT pg_reload_conf()")
-        replica = primary.replica("soloist-failover-b")
-        try:
-            yield [primary, replica]
-        finally:
-            replica.close()
-
-
-@pytest.fixture(scope="module")
-def fleet(servers, tmp_path_factory):
+def failover_fleet(primary_and_standby, tmp_path_factory):
     """(fleet, receiver): the module's fleet on the multi-host URL of A and B."""
-    url = multi_host_url(servers, DB)
-    fleet = FaultFleet(servers[0].url(DB, scheme="postgres"), tmp_path_factory.mktemp("fo"),
+    primary_and_standby[0].create_database(DB)
+    url = multi_host_url(primary_and_standby, DB)
+    fleet = FaultFleet(primary_and_standby[0].url(DB, scheme="postgres"),
+                       tmp_path_factory.mktemp("fo"),
                        prefix="o", view_url=url, DATABASE_URL=url, LEADER_STALE_SECONDS="4",
                        **FLEET_ENV)
     receiver = HookReceiver().start()
@@ -70,31 +56,34 @@ def _assert_every_post_once_under_one_id(run) -> None:
         f" {dict(list(run.two_ids.items())[:5])}")
 
 
-def test_a_promoted_replica_takes_over_and_every_post_goes_out_once(servers, fleet):
-    fleet_, receiver = fleet
-    primary, replica = servers
-    run = run_failover(fleet_, receiver, primary, replica, posts=40, spread=20.0)
+def test_a_promoted_replica_takes_over_and_every_post_goes_out_once(
+        primary_and_standby, failover_fleet):
+    fleet, receiver = failover_fleet
+    primary, replica = primary_and_standby
+    run = run_failover(fleet, receiver, primary, replica, posts=40, spread=20.0)
     assert run.led_after_promote is not None and run.led_after_promote <= LED, (
         f"both keys led {run.led_after_promote} s after the promotion (target ≤ {LED:g} s)")
     _assert_every_post_once_under_one_id(run)
 
 
-def test_the_old_primary_back_as_a_standby_keeps_no_app_connection(servers, fleet):
-    fleet_, _receiver = fleet
-    old, new = servers
+def test_the_old_primary_back_as_a_standby_keeps_no_app_connection(
+        primary_and_standby, failover_fleet):
+    fleet, _receiver = failover_fleet
+    old, new = primary_and_standby
     accepting = old.rebuild_as_standby_of(new)
-    ids = fleet_.schedule("standby", 10, lead=1.0, spread=8.0)  # work goes on meanwhile
+    ids = fleet.schedule("standby", 10, lead=1.0, spread=8.0)  # work goes on meanwhile
     sessions = app_sessions_after(old, DB, accepting, after=10.0)
     assert old.in_recovery(), "the old primary is not read-only"
     assert not sessions, f"app connections on the read-only old primary 10 s on: {sessions}"
-    wait_for(lambda: fleet_.published(ids) == len(ids), 15, "the posts due meanwhile")
-    assert fleet_.outcome(ids).ok, str(fleet_.outcome(ids))
+    wait_for(lambda: fleet.published(ids) == len(ids), 15, "the posts due meanwhile")
+    assert fleet.outcome(ids).ok, str(fleet.outcome(ids))
 
 
-def test_a_lossy_failover_sends_no_webhook_twice_not_even_under_one_id(servers, fleet):
-    fleet_, receiver = fleet
-    standby, primary = servers  # after the tests above: B leads, A follows it
-    run = run_failover(fleet_, receiver, primary, standby, posts=40, spread=20.0, lossy=True)
+def test_a_lossy_failover_sends_no_webhook_twice_not_even_under_one_id(
+        primary_and_standby, failover_fleet):
+    fleet, receiver = failover_fleet
+    standby, primary = primary_and_standby  # after the tests above: B leads, A follows it
+    run = run_failover(fleet, receiver, primary, standby, posts=40, spread=20.0, lossy=True)
     assert run.led_after_promote is not None and run.led_after_promote <= LED, (
         f"both keys led {run.led_after_promote} s after the promotion (target ≤ {LED:g} s)")
     _assert_every_post_once_under_one_id(run)

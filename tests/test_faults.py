@@ -16,7 +16,6 @@ import pytest
 from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, pid_of, wait_for
 from tests.harness.faultkit import KEYS, FaultFleet
 from tests.harness.outage import database_away
-from tests.harness.pgserver import throwaway_server
 from tests.harness.scenarios import (
     OPEN_TRANSACTIONS_SQL,
     freeze_when_burst_starts,
@@ -49,16 +48,10 @@ WHERE application_name LIKE %s AND state = 'active' AND wait_event_type = 'Lock'
 
 
 @pytest.fixture(scope="module")
-def pg():
-    """A throwaway PostgreSQL server for this module (the shared one is never restarted)."""
-    with throwaway_server("soloist-faults", "the fault tests") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def module_fleet(pg, tmp_path_factory):
+def module_fleet(pg_server, tmp_path_factory):
     """Two instances x two workers kept for the module (replaced when a test ends one)."""
-    fleet = FaultFleet(pg.create_database("soloist_faults"), tmp_path_factory.mktemp("faults"))
+    fleet = FaultFleet(pg_server.create_database("soloist_faults"),
+                       tmp_path_factory.mktemp("faults"))
     try:
         fleet.start(2, workers=2)
         yield fleet
@@ -135,9 +128,9 @@ def test_web_load_on_the_leaders_instance_changes_no_leader_and_posts_go_out_on_
         f"publish lag under load: median {median:.3f} s, slowest {slowest:.3f} s")
 
 
-def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evicted(pg,
+def test_a_long_request_on_the_only_pool_connection_does_not_get_the_leader_evicted(pg_server,
                                                                                    tmp_path):
-    fleet = FaultFleet(pg.create_database("soloist_pool1"), tmp_path, prefix="p")
+    fleet = FaultFleet(pg_server.create_database("soloist_pool1"), tmp_path, prefix="p")
     request = holder = None
     try:
         small = fleet.spawn(2, DB_POOL_SIZE="1", DB_MAX_OVERFLOW="0")
@@ -206,11 +199,12 @@ def test_a_slow_upload_outlasting_the_idle_transaction_timeout_still_creates_its
 
 # --- the database goes away -------------------------------------------------------------------
 
-def test_the_fleet_idles_while_postgresql_is_away_and_leads_again_soon_after(fault_fleet, pg):
+def test_the_fleet_idles_while_postgresql_is_away_and_leads_again_soon_after(fault_fleet,
+                                                                              pg_server):
     fleet = fault_fleet
     workers = {inst.name: sorted(inst.worker_pids()) for inst in fleet.instances}
     ids = fleet.schedule("outage", 1, lead=1.0)  # falls due while the server is down
-    outage = database_away(fleet, pg, OUTAGE, back_within=RECOVERY)
+    outage = database_away(fleet, pg_server, OUTAGE, back_within=RECOVERY)
     # the issue's target is 0.02 s a second (bench/outage_cpu.py measures it; 0.79 before);
     # the bound here leaves room for a slow moment on a shared machine, and none for a spin
     assert outage.worst <= OUTAGE_CPU, (
@@ -228,13 +222,13 @@ def test_the_fleet_idles_while_postgresql_is_away_and_leads_again_soon_after(fau
     assert outcome.ok, str(outcome)
 
 
-def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fault_fleet, pg):
+def test_leadership_recovers_and_nothing_is_lost_when_every_session_is_cut(fault_fleet, pg_server):
     fleet = fault_fleet
     workers = sorted(fleet.worker_pids())
     ids = fleet.schedule("cut", 20, lead=1.0, spread=4.0)
     wait_for(lambda: fleet.published(ids) > 0, 10, "publishing to start")
     cut_at = time.time()
-    ended = pg.terminate_sessions(fleet.dbname, spare=(fleet.view.backend_pid,))
+    ended = pg_server.terminate_sessions(fleet.dbname, spare=(fleet.view.backend_pid,))
     assert ended >= len(workers)
     wait_for(lambda: fleet.view.quiet(keys_led_by_workers, fleet),
              cut_at + RECOVERY - time.time(), "both keys to be led again", interval=0.05)

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from tests.harness.support import new_post, post_form, text
+from tests.harness.support import new_post, post_form, post_status, text
 from webapp.extensions import db
 from webapp.models import AuditEvent, Post
 from webapp.ops import freezes
@@ -15,11 +15,6 @@ from webapp.ops import freezes
 def frozen(app):
     with app.app_context():
         freezes.freeze("publishing", "incident 42: bad copy", "publish", "ops@example.com")
-
-
-def status_of(app, post_id: int) -> str:
-    with app.app_context():
-        return db.session.get(Post, post_id).status
 
 
 def actions(app) -> list[str]:
@@ -36,14 +31,14 @@ def test_the_api_refuses_to_publish_during_a_freeze_with_a_409_naming_it(app, ap
     assert body["freeze"] == {"scope": "publishing", "reason": "incident 42: bad copy",
                               "frozen_by": "ops@example.com",
                               "frozen_at": body["freeze"]["frozen_at"]}
-    assert status_of(app, post_id) == "draft"
+    assert post_status(app, post_id) == "draft"
 
 
 def test_an_editor_cannot_override_a_freeze_through_the_api(app, api, frozen):
     post_id = new_post(app, "Draft")
     response = api("POST", f"/api/posts/{post_id}/publish", body={"override_freeze": True})
     assert response.status_code == 403
-    assert status_of(app, post_id) == "draft"
+    assert post_status(app, post_id) == "draft"
 
 
 def test_an_admin_overrides_a_freeze_through_the_api_and_it_is_audited(app, api, frozen):
@@ -51,14 +46,14 @@ def test_an_admin_overrides_a_freeze_through_the_api_and_it_is_audited(app, api,
     response = api("POST", f"/api/posts/{post_id}/publish", role="admin",
                    body={"override_freeze": True})
     assert response.status_code == 200, response.get_json()
-    assert status_of(app, post_id) == "published"
+    assert post_status(app, post_id) == "published"
     assert actions(app)[-2:] == ["post.publish", "freeze.override"]
 
 
 def test_without_a_freeze_the_api_publishes_as_before(app, api):
     post_id = new_post(app, "Draft")
     assert api("POST", f"/api/posts/{post_id}/publish").status_code == 200
-    assert status_of(app, post_id) == "published"
+    assert post_status(app, post_id) == "published"
 
 
 @pytest.mark.parametrize("action,status", [("publish", "draft"), ("unpublish", "published")])
@@ -70,7 +65,7 @@ def test_the_form_refuses_publish_and_unpublish_now_during_a_freeze(app, auth, f
     assert response.status_code == 409
     page = text(response)
     assert "Publishing is frozen" in page and "incident 42: bad copy" in page
-    assert status_of(app, post_id) == status
+    assert post_status(app, post_id) == status
     assert "override_freeze" not in page  # an editor has no override
 
 
@@ -92,10 +87,10 @@ def test_an_admin_overrides_the_freeze_from_the_form_and_it_is_audited(app, auth
     assert 'name="override_freeze"' in page
     response = post_form(client, f"/admin/posts/{post_id}/publish", {"override_freeze": "1"})
     assert response.status_code == 303
-    assert status_of(app, post_id) == "published"
+    assert post_status(app, post_id) == "published"
     assert actions(app)[-2:] == ["post.publish", "freeze.override"]
     response = post_form(client, f"/admin/posts/{post_id}/unpublish", {"override_freeze": "1"})
-    assert response.status_code == 303 and status_of(app, post_id) == "unpublished"
+    assert response.status_code == 303 and post_status(app, post_id) == "unpublished"
 
 
 def test_scheduling_a_time_during_a_freeze_is_accepted_and_waits(app, auth, frozen):
@@ -107,4 +102,4 @@ def test_scheduling_a_time_during_a_freeze_is_accepted_and_waits(app, auth, froz
     response = post_form(client, f"/admin/posts/{post_id}/schedule",
                          {"publish_at": when, "zone": "UTC", "version": version})
     assert response.status_code == 303
-    assert status_of(app, post_id) == "scheduled"
+    assert post_status(app, post_id) == "scheduled"

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import PUBLISH_KEY, wait_for
-from tests.harness.support import WebSession, csrf_from, post_form, text
+from tests.harness.support import WebSession, csrf_from, post_form, post_status, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.models import Freeze, Post, TimerRun
@@ -28,20 +28,15 @@ def due_post(title: str = "Due", at: datetime = T0 - timedelta(minutes=1)) -> in
     return post.id
 
 
-def status_of(post_id: int) -> str:
-    db.session.rollback()
-    return db.session.get(Post, post_id, populate_existing=True).status
-
-
 def test_a_frozen_publish_leader_publishes_nothing_until_resumed(app):
     with app.app_context():
         post_id = due_post()
         freezes.freeze("publishing", "incident 42", "publish", "ops@example.com")
         assert publish.tick(T0) == T0 + publish.FROZEN_RECHECK
-        assert status_of(post_id) == "scheduled"
+        assert post_status(app, post_id) == "scheduled"
         freezes.resume("publishing", posts.hold_due)
         publish.tick(T0)
-        assert status_of(post_id) == "published"
+        assert post_status(app, post_id) == "published"
 
 
 def test_resume_with_hold_turns_posts_that_came_due_into_drafts_keeping_their_time(app):
@@ -51,10 +46,10 @@ def test_resume_with_hold_turns_posts_that_came_due_into_drafts_keeping_their_ti
         freezes.freeze("publishing", "bad copy in the queue", "hold", "ops@example.com")
         done = freezes.resume("publishing", posts.hold_due, now=T0)
         assert done.held == [(held, "Held")]
-        assert status_of(held) == "draft" and status_of(later) == "scheduled"
+        assert post_status(app, held) == "draft" and post_status(app, later) == "scheduled"
         assert db.session.get(Post, held).publish_at == T0 - timedelta(minutes=1)
         publish.tick(T0)
-        assert status_of(held) == "draft"
+        assert post_status(app, held) == "draft"
 
 
 def test_a_held_post_says_so_on_its_page_during_the_freeze_and_after_a_hold(app, auth):

@@ -3,7 +3,6 @@
 import time
 from datetime import UTC, datetime, timedelta
 
-import pytest
 import sqlalchemy as sa
 
 from tests.harness.support import add_user, text
@@ -32,12 +31,6 @@ from webapp.timers import create_timer
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
 OLD, RECENT = T0 - timedelta(days=40), T0 - timedelta(days=1)
 RECENT_DAY = timedelta(days=1)
-
-
-@pytest.fixture(params=["postgresql", "sqlite"])
-def any_app(request):
-    """Return an app on PostgreSQL, then on SQLite: trimming is plain SQL on both."""
-    return request.getfixturevalue("app" if request.param == "postgresql" else "sqlite_app")
 
 
 class History:

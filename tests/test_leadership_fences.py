@@ -70,7 +70,7 @@ def lead(now: Lead) -> None:
     db.session.commit()
 
 
-def events(count: int, processed: datetime | None = T0) -> list[HookEvent]:
+def hook_events(count: int, processed: datetime | None = T0) -> list[HookEvent]:
     rows = [OutboxEvent(topic="post.published", payload={"slug": f"p{i}"}, created_at=T0,
                         processed_at=processed, dedupe_key=f"test:{i}") for i in range(count)]
     db.session.add_all(rows)
@@ -83,7 +83,7 @@ def test_a_deposed_holder_with_a_reissued_term_claims_no_delivery_and_its_claim_
     receiver = Receiver().start()
     try:
         endpoint = create_webhook(receiver.url + "/in", ["post.published"], "s3cret-receiver-1")
-        for event in events(2):
+        for event in hook_events(2):
             webhooks.enqueue(event)
         lead(OLD)
         stale = webhooks.claim_next(endpoint.id, T0, OLD)
@@ -100,7 +100,7 @@ def test_a_deposed_holder_with_a_reissued_term_claims_no_delivery_and_its_claim_
 
 
 def test_a_deposed_holder_claims_no_hook_call_and_the_new_one_takes_its_claims(plugged):
-    events(2, processed=None)
+    hook_events(2, processed=None)
     assert hooks.fan_out(T0, {"fenced"}) == 2
     lead(NEW)
     assert hooks.claim("fenced", T0, OLD.holder, OLD)[1] == []  # no fence at all before

@@ -130,6 +130,6 @@ def test_a_leader_slow_on_every_outbox_insert_is_not_evicted_and_publishes_every
     evicted = view.query("SELECT key, holder, detail FROM leader_events WHERE kind = 'evicted'")
     assert not evicted
     assert not view.query("SELECT * FROM outbox_events WHERE topic = 'ops.leader_evicted'")
-    kinds = {kind for kind, _who in cluster.events(view, PUBLISH_KEY)}
-    assert kinds == {"acquired"}, cluster.events(view, PUBLISH_KEY)  # one leader throughout
+    kinds = {kind for kind, _who in cluster.leader_events(view, PUBLISH_KEY)}
+    assert kinds == {"acquired"}, cluster.leader_events(view, PUBLISH_KEY)  # one leader throughout
     assert took < 45, took  # six batches of 1.6 s and a little, on a busy machine

@@ -33,12 +33,6 @@ def audit_actions(app) -> list[str]:
         return list(db.session.scalars(sa.select(AuditEvent.action).order_by(AuditEvent.id)))
 
 
-@pytest.fixture
-def editor(app, auth):
-    auth.login("editor")
-    return auth._client
-
-
 def test_an_upload_answers_the_markdown_with_its_alt_text_and_lists_the_file(app, editor):
     answer = upload(editor, made.jpeg((2000, 1500)), alt="Harbour [at] *dawn*")
     assert answer.status_code == 201, text(answer)

@@ -20,7 +20,7 @@ POSTS = 5
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+def scraped_fleet(tmp_path_factory):
     """Instance a (2 workers, leading both keys) and b (1 worker standing by)."""
     postgres_or_skip()
     url = cluster.migrated_database("soloist_metrics")
@@ -53,7 +53,8 @@ def scrape(instance: Instance) -> dict[tuple, float]:
             for family in text_string_to_metric_families(body) for s in family.samples}
 
 
-def test_publish_lag_counts_every_post_whichever_worker_answers(fleet):
+def test_publish_lag_counts_every_post_whichever_worker_answers(scraped_fleet):
+    fleet = scraped_fleet
     leader = fleet.view.holder(PUBLISH_KEY)
     assert fleet.a.owns(leader), "a, started first, leads the publish key"
     fleet.view.conn.execute(
@@ -81,7 +82,9 @@ def test_publish_lag_counts_every_post_whichever_worker_answers(fleet):
     assert scrape(fleet.b).get(("soloist_publish_lag_seconds_count",), 0) == 0  # b's own
 
 
-def test_killing_the_leader_keeps_has_leader_at_1_and_the_term_goes_up_within_2_s(fleet):
+def test_killing_the_leader_keeps_has_leader_at_1_and_the_term_goes_up_within_2_s(scraped_fleet):
+    fleet = scraped_fleet
+
     def gauges(key: str) -> tuple[float, float]:
         sample = scrape(fleet.b)
         return (sample[("soloist_key_has_leader", ("key", key))],

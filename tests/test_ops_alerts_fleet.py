@@ -20,7 +20,7 @@ PING_EVERY = 0.5
 
 
 @pytest.fixture
-def fleet(tmp_path):
+def pinging_fleet(tmp_path):
     """Two instances of one worker each, quick to evict, pinging a local dead-man's switch."""
     postgres_or_skip()
     pings, url = Receiver().start(), migrated_database("soloist_ops")
@@ -42,7 +42,8 @@ def pinged_by(receiver: Receiver, start: int = 0) -> list[str]:
     return [r.headers["X-Soloist-Instance"] for r in receiver.received()[start:]]
 
 
-def test_a_frozen_leader_is_reported_and_only_the_publish_leader_pings(fleet, receiver):
+def test_a_frozen_leader_is_reported_and_only_the_publish_leader_pings(pinging_fleet, receiver):
+    fleet = pinging_fleet
     slack, secret = Receiver().start(), new_secret()
     try:
         for url, body_format in ((f"{receiver.url}/hook", "standard"), (slack.url, "slack")):

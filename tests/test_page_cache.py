@@ -13,20 +13,13 @@ import pytest
 from flask import template_rendered
 
 from tests.harness.cluster import wait_for
-from tests.harness.support import make_app, new_post, text
+from tests.harness.support import LONG_AGO, make_app, new_post, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.scheduling import publish
 from webapp.site.pagecache import Page, Pages
 
-LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 PAGES = ["/", "/?page=1", "/posts/hello", "/feed.xml"]
-
-
-@pytest.fixture
-def hello(app) -> int:
-    return new_post(app, "Hello", slug="hello", body="First words. " * 200, status="published",
-                    published_at=LONG_AGO, updated_at=LONG_AGO)
 
 
 def renders(app, client, url: str, method: str = "GET", **headers):

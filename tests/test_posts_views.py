@@ -51,13 +51,6 @@ def local_input(moment: datetime, zone: str) -> str:
     return moment.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-@pytest.fixture
-def editor(client, auth):
-    """Return the test client, signed in as editor@example.com."""
-    auth.login("editor")
-    return client
-
-
 # Writing ---------------------------------------------------------------------------------
 
 

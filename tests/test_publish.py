@@ -38,12 +38,6 @@ def published_events() -> list[int]:
         sa.select(OutboxEvent.post_id).where(OutboxEvent.topic == "post.published")))
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def any_app(request, app, sqlite_app):
-    """Run a test on PostgreSQL and on SQLite."""
-    return app if request.param == "postgresql" else sqlite_app
-
-
 def test_tick_publishes_only_what_is_due_by_the_clock_it_is_given(any_app):
     with any_app.app_context():
         add_posts(3, T0, step=timedelta(minutes=1))

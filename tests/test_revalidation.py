@@ -6,25 +6,16 @@ between threads, turn it off and send it through PgBouncer, against the real ser
 """
 
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
 from tests.harness.cluster import wait_for
 from tests.harness.pgbouncer import pooled_url, shared_bouncer
-from tests.harness.support import make_app, new_post, serve
+from tests.harness.support import make_app, serve
 from webapp import posts
 from webapp.extensions import db
 from webapp.site import revalidation
-
-LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def hello(app) -> int:
-    return new_post(app, "Hello", slug="hello", body="First words.", status="published",
-                    published_at=LONG_AGO, updated_at=LONG_AGO)
 
 
 def site_backends(pg_url: str, instance: str = "pytest") -> list[int]:

@@ -6,26 +6,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from flask import template_rendered
 
-from tests.harness.support import make_app, new_post, text
+from tests.harness.support import LONG_AGO, make_app, new_post, text
 from webapp import posts
 from webapp.extensions import db
 from webapp.scheduling import publish
-from webapp.site import state as sitestate
 
 ATOM = "{http://www.w3.org/2005/Atom}"
-LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)
 PAGES = ["/", "/posts/hello", "/feed.xml"]
-
-
-@pytest.fixture
-def hello(app) -> int:
-    """A post published long ago, at /posts/hello (the site last changed then too)."""
-    post_id = new_post(app, "Hello", slug="hello", body="First *words*.\n\nMore.",
-                       status="published", published_at=LONG_AGO, updated_at=LONG_AGO)
-    with app.app_context():
-        sitestate.bump(LONG_AGO)
-        db.session.commit()
-    return post_id
 
 
 def validators(client, url: str) -> tuple[str, str | None]:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.harness.cluster import wait_for
-from tests.harness.receiver import Receiver, Request
+from tests.harness.receiver import Request
 from webapp.extensions import db
 from webapp.models import OutboxEvent, Post, WebhookEndpoint
 from webapp.plugins import HookEvent, webhooks
@@ -22,13 +22,6 @@ from webapp.scheduling import plugin_tick, publish, workers
 
 TYPED = "s3cret-for-the-receiver-only"  # a secret typed by an admin, without whsec_
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def receiver():
-    running = Receiver().start()
-    yield running
-    running.close()
 
 
 @pytest.fixture

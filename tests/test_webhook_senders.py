@@ -8,7 +8,6 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
-from tests.harness.receiver import Receiver
 from tests.harness.support import make_app
 from webapp import posts, scheduler_app
 from webapp.extensions import db
@@ -23,13 +22,6 @@ from webapp.scheduling.runner import Scheduler
 
 SECRET = "s3cret-for-the-receiver-only"
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def healthy():
-    receiver = Receiver().start()
-    yield receiver
-    receiver.close()
 
 
 @pytest.fixture
@@ -56,10 +48,10 @@ def _clock(moment: datetime):
     return lambda: moment
 
 
-def test_a_dead_endpoint_delays_only_itself(allowed, healthy, silent):
+def test_a_dead_endpoint_delays_only_itself(allowed, receiver, silent):
     with allowed.app_context():
         create_webhook(silent, ["post.published"], SECRET)
-        create_webhook(healthy.url + "/ok", ["post.published"], SECRET)
+        create_webhook(receiver.url + "/ok", ["post.published"], SECRET)
         for i in range(5):
             posts.create_post(f"Post {i}", f"post-{i}", "",
                               datetime.now(UTC) + timedelta(milliseconds=200 * (i + 1)))
@@ -71,7 +63,7 @@ def test_a_dead_endpoint_delays_only_itself(allowed, healthy, silent):
     running.start()
     try:
         # all five are due within a second; the silent endpoint holds its own sender 3 s a try
-        wait_for(lambda: len(healthy.received()) == 5, 4, "every post at the healthy endpoint")
+        wait_for(lambda: len(receiver.received()) == 5, 4, "every post at the healthy endpoint")
         with allowed.app_context():
             dead = db.session.scalar(sa.select(WebhookEndpoint).where(
                 WebhookEndpoint.url == silent))
@@ -110,8 +102,8 @@ def _lead(term: int, holder: str = "soloist:pytest:1:a1b2") -> Lead:
 
 
 def test_a_new_term_takes_over_claims_at_once_and_a_stale_sender_changes_nothing(
-        allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+        allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     with allowed.app_context():
         stale = webhooks.claim_next(endpoint_id, T0, _lead(1))
         assert stale is not None  # the old leader's sender, then its process froze
@@ -121,19 +113,19 @@ def test_a_new_term_takes_over_claims_at_once_and_a_stale_sender_changes_nothing
                                 T0 + timedelta(seconds=2)) == "stale"
         delivery = db.session.scalar(sa.select(WebhookDelivery))
         assert (delivery.status, delivery.attempts, delivery.last_error) == ("delivered", 2, "")
-        assert len(healthy.received()) == 1
+        assert len(receiver.received()) == 1
 
 
-def test_a_deposed_leader_claims_nothing_new(allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+def test_a_deposed_leader_claims_nothing_new(allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     with allowed.app_context():
         _lead(3)
         assert webhooks.claim_next(endpoint_id, T0, Lead(2, "soloist:pytest:1:a1b2")) is None
         assert db.session.scalar(sa.select(WebhookDelivery.status)) == "pending"
 
 
-def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     with allowed.app_context():
         # http.client refuses a header value with a line break: a ValueError, not a network error
         db.session.execute(sa.update(WebhookDelivery).values(topic="post.published\r\nX: y"))
@@ -147,8 +139,8 @@ def test_a_send_that_raises_anything_is_a_counted_failed_attempt(allowed, health
 
 
 def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goes(
-        allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+        allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     stuck = threading.Event()
     with allowed.app_context():
         claim = webhooks.claim_next(endpoint_id, T0, Lead())
@@ -157,7 +149,7 @@ def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goe
         assert delivery_tick.start_senders(T0 + timedelta(seconds=5), Lead(), {"webhooks"}) == 0
         later = T0 + timedelta(seconds=3 + webhooks.LEASE_MARGIN + 1)  # past the 3 s timeout
         assert delivery_tick.start_senders(later, Lead(), {"webhooks"}) == 1
-        wait_for(lambda: healthy.received(), 10, "the delivery from the new sender")
+        wait_for(lambda: receiver.received(), 10, "the delivery from the new sender")
         assert workers.drain(0.5) is False  # the stuck one is still there, abandoned
         stuck.set()
         assert webhook_sends.record(claim, None, "late", False, later) == "stale"
@@ -165,9 +157,9 @@ def test_a_sender_stuck_past_its_lease_is_left_behind_and_the_delivery_still_goe
             sa.select(WebhookDelivery.status)) == "delivered", 10, "the delivery recorded")
 
 
-def test_one_failed_attempt_does_not_hold_up_the_endpoint(allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
-    healthy.answers = [500]  # a receiver that fails now and then
+def test_one_failed_attempt_does_not_hold_up_the_endpoint(allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
+    receiver.answers = [500]  # a receiver that fails now and then
     with allowed.app_context():
         event = db.session.scalar(sa.select(OutboxEvent))
         second = OutboxEvent(topic="post.published", payload={"slug": "hi"}, created_at=T0,
@@ -191,8 +183,8 @@ def _second_delivery(endpoint_id: int) -> None:
 
 
 def test_two_senders_failing_at_once_both_count_toward_the_endpoints_failures(
-        allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+        allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     with allowed.app_context():
         _second_delivery(endpoint_id)
         first = webhooks.claim_next(endpoint_id, T0, Lead())
@@ -225,8 +217,8 @@ def test_two_senders_failing_at_once_both_count_toward_the_endpoints_failures(
         assert db.session.get(WebhookEndpoint, endpoint_id).failures == 2
 
 
-def test_a_redelivery_of_a_delivery_in_flight_supersedes_that_attempt(allowed, healthy):
-    endpoint_id = _one_delivery(allowed, healthy.url + "/ok")
+def test_a_redelivery_of_a_delivery_in_flight_supersedes_that_attempt(allowed, receiver):
+    endpoint_id = _one_delivery(allowed, receiver.url + "/ok")
     with allowed.app_context():
         in_flight = webhooks.claim_next(endpoint_id, T0, Lead())
         delivery = db.session.get(WebhookDelivery, in_flight.delivery_id)
@@ -238,5 +230,5 @@ def test_a_redelivery_of_a_delivery_in_flight_supersedes_that_attempt(allowed, h
             "pending", 0, "", "")
         sent = webhooks.deliver_due(_clock(T0 + timedelta(seconds=1)), budget=5, lead=Lead())
         assert sent["delivered"] == 1
-        [request] = healthy.received()
+        [request] = receiver.received()
         assert request.headers["X-Soloist-Delivery"] == again.delivery_id

@@ -8,7 +8,6 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
-from tests.harness.receiver import Receiver
 from tests.harness.support import make_app
 from webapp.extensions import db
 from webapp.models import Post, WebhookDelivery, WebhookEndpoint
@@ -41,13 +40,6 @@ def _literal(host: str) -> bool:
     except (OSError, TypeError):
         return False
     return True
-
-
-@pytest.fixture
-def receiver():
-    running = Receiver().start()
-    yield running
-    running.close()
 
 
 @pytest.fixture

@@ -313,6 +313,19 @@ def post_media(base: str, token: str, data: bytes, name: str = "photo.jpg",
     return json_answer(request, timeout=60)
 
 
+def status_of(url: str, timeout: float = 5) -> int | None:
+    """GET url anonymously on a new connection; return the status, or None if nothing
+    answered."""
+    request = urllib.request.Request(url, headers={"Connection": "close"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
 def json_answer(request: urllib.request.Request, timeout: float = 10) -> tuple[int, dict]:
     """Send request; return its status and the JSON it answered, an error's too."""
     try:
@@ -408,7 +421,8 @@ def term(view: LockView, key: int) -> int:
     return rows[0][0] if rows else 0
 
 
-def events(view: LockView, key: int) -> list[tuple[str, str]]:
+def leader_events(view: LockView, key: int) -> list[tuple[str, str]]:
+    """Return (kind, holder) of each of key's leader events, oldest first."""
     rows = view.query("SELECT kind, holder FROM leader_events WHERE key = %s ORDER BY at, id",
                       (key,))
     return [(kind, holder) for kind, holder in rows]

@@ -461,14 +461,3 @@ def served_pids(instance: Instance, path: str, status: int, since: float) -> set
             found.add(pid)
     return found
 
-
-def get(url: str, timeout: float = 5) -> int | None:
-    """GET url on a new connection; return the status, or None if nothing answered."""
-    request = urllib.request.Request(url, headers={"Connection": "close"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from functools import partial
 
-from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for
+from tests.harness.cluster import PUBLISH_KEY, pid_of, status_of, wait_for
 from tests.harness.faultkit import FaultFleet, Outcome
 from tests.harness.netfault import Netns, NetnsInstance
 from tests.harness.pgserver import PgServer
@@ -117,22 +117,12 @@ def _watch_heal(fleet: FaultFleet, host: NetnsInstance, run: PartitionRun, stale
         for name, active in fleet.view.query(LOCK_ACTIVITY_SQL):
             if host.owns(name) and active >= run.healed_at:
                 run.rejoined[pid_of(name)] = time.time() - run.healed_at
-        _get(host.url + "/readyz", 2)
+        status_of(host.url + "/readyz", 2)
         time.sleep(0.2)  # one /readyz and one look at pg_stat_activity every 0.2 s
     back_at = run.healed_at + min(run.rejoined.values(), default=float("inf"))
     for pid, stamp in readyz_answers(host, 200, run.cut_at):
         if stamp < back_at - 0.3:  # any worker: a standby answers for its candidate
             run.readyz_ok_while_stuck.append((pid, stamp - run.cut_at))
-
-
-def _get(url: str, timeout: float) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except OSError:
-        return None
 
 
 def readyz_answers(instance: NetnsInstance, status: int, since: float) -> list[tuple[int, float]]:

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tests.harness.cluster import PUBLISH_KEY, pid_of, wait_for
-from tests.harness.faultkit import KEYS, FaultFleet, GroupInstance, get, served_pids
+from tests.harness.cluster import PUBLISH_KEY, pid_of, status_of, wait_for
+from tests.harness.faultkit import KEYS, FaultFleet, GroupInstance, served_pids
 from tests.harness.receiver import Receiver
 from tests.harness.traffic import ApiRequest, SlowUpload, serving_pid
 
@@ -137,7 +137,7 @@ def keys_led_by_workers(fleet: FaultFleet) -> bool:
 def readyz_on_every_worker(fleet: FaultFleet, since: float) -> bool:
     """GET /readyz once per instance; true once every worker has answered 200 since since."""
     for inst in fleet.instances:
-        get(inst.url + "/readyz")
+        status_of(inst.url + "/readyz")
     return all(set(inst.worker_pids()) <= served_pids(inst, "/readyz", 200, since)
                for inst in fleet.instances)
 

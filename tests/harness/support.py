@@ -56,6 +56,7 @@ from webapp.posts import create_link, revisions
 
 PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only (make_app): the app hashes with scrypt
+LONG_AGO = datetime(2026, 3, 29, 9, 0, tzinfo=UTC)  # the hello fixture's publication
 
 # Debian's chromium-headless-shell: Chromium's own engine (Blink, V8) without the desktop
 # browser around it, the build Playwright itself runs headless. The browser tests cost it
@@ -153,6 +154,13 @@ def new_post(app, title: str = "Hello", status: str = "draft", **fields) -> int:
         db.session.add(post)
         db.session.commit()
         return post.id
+
+
+def post_status(app, post_id: int) -> str:
+    """Return a post's status as the database has it now (read in an app context of its own,
+    so a session the test holds open cannot answer from what it read before)."""
+    with app.app_context():
+        return db.session.get(Post, post_id).status
 
 
 def race_two(target, *args) -> list:
