@@ -50,7 +50,8 @@ def _add(app, at: str, actor: str = "ed@example.com", action: str = "post.edit")
 def _housekeeping_timer(app) -> int:
     with app.app_context():
         timers.ensure_default_timers(datetime.now(UTC))
-        return db.session.scalar(sa.select(Timer.id).where(Timer.plugin == "housekeeping"))
+        return db.session.scalar(sa.select(Timer.id).where(Timer.plugin == "housekeeping",
+                                                            Timer.default_key == "trim"))
 
 
 # Refused changes write nothing ----------------------------------------------------------

@@ -100,7 +100,7 @@ def test_a_broken_plugin_does_not_stop_the_others_timers(app, installed):
         assert (run.status, run.result) == ("succeeded", "hi")
         defaults = db.session.scalars(sa.select(Timer.plugin).where(
             Timer.default_key.is_not(None))).all()
-        assert sorted(defaults) == ["housekeeping", "sitemap", "webhooks"]
+        assert sorted(defaults) == ["housekeeping", "housekeeping", "sitemap", "webhooks"]
 
 
 def publish_and_unpublish(now: datetime) -> None:

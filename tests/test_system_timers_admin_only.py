@@ -16,10 +16,11 @@ from webapp.timers import ensure_default_timers
 
 
 def system_timer(app, plugin: str) -> int:
-    """Create the built-in plugins' timers; return the id of plugin's."""
+    """Create the built-in plugins' timers; return the id of plugin's first."""
     with app.app_context():
         ensure_default_timers(datetime.now(UTC))
-        return db.session.scalar(sa.select(Timer.id).where(Timer.plugin == plugin))
+        return db.session.scalar(sa.select(Timer.id).where(Timer.plugin == plugin)
+                                 .order_by(Timer.id).limit(1))
 
 
 def snapshot(app, timer_id: int) -> tuple:
