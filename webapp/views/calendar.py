@@ -8,8 +8,7 @@ from flask_login import current_user
 from ..accounts.security import role_required
 from ..clockchanges import changes_between, clock, span
 from ..db import database_now
-from ..posts import PostError, PostNotFound, StalePost, get_post
-from ..posts import calendar as domain
+from ..posts import PostError, PostNotFound, StalePost, calendar, get_post
 from ..timefmt import format_local, to_local
 from ..timers.upcoming import runs_by_day
 from ..timezones import (
@@ -40,23 +39,23 @@ def _page_args(source, anchor_name: str = "date") -> dict:
         anchor = None
     if anchor is None or not MIN_YEAR <= anchor.year <= MAX_YEAR:
         anchor = to_local(g.db_now, _zone_name()).date()
-    return {"view": view if view in domain.VIEWS else "month", "date": anchor.isoformat(),
+    return {"view": view if view in calendar.VIEWS else "month", "date": anchor.isoformat(),
             "timers": "1" if source.get("timers") == "1" else ""}
 
 
 def _context(args: dict, **extra) -> dict:
     """Gather the page: its days, the posts on them and, when asked, timers' runs."""
     zone = zone_or_default(_zone_name())
-    days = domain.span(args["view"], date.fromisoformat(args["date"]), zone)
+    days = calendar.span(args["view"], date.fromisoformat(args["date"]), zone)
     runs = runs_by_day(days.bounds(), g.db_now) if args["timers"] else {}
     week = days.view == "week"
-    posts = domain.posts_by_hour(days) if week else domain.posts_by_day(days)
+    posts = calendar.posts_by_hour(days) if week else calendar.posts_by_day(days)
     move = extra.pop("move", {})
     move["shown"] = any(p.id == move.get("post_id") for day in posts.values()
                         for p in day.posts)
     hours = _week_hours(days, posts) if week else {}
     return {"days": days, "args": args, "posts": posts, "runs": runs, "move": move,
-            "changes": domain.changes_by_day(days),
+            "changes": calendar.changes_by_day(days),
             "hours": hours,
             "clock_changes": _clock_changes(days),
             "today": to_local(g.db_now, zone.key).date(), "zone": zone.key,
@@ -64,14 +63,14 @@ def _context(args: dict, **extra) -> dict:
             "input_value": input_value, **extra}
 
 
-def _week_hours(days: domain.Span, posts: dict) -> dict:
+def _week_hours(days: calendar.Span, posts: dict) -> dict:
     """Return each day of a week page as its 24 hours, each with its posts (or None)."""
     return {day: [(hour, posts.get((day, hour.hour)))
-                  for hour in domain.day_hours(day, days.zone, g.db_now)]
+                  for hour in calendar.day_hours(day, days.zone, g.db_now)]
             for day in days.days}
 
 
-def _clock_changes(days: domain.Span) -> dict[date, str]:
+def _clock_changes(days: calendar.Span) -> dict[date, str]:
     """Return the days the clocks change in the editor's zone, each with what happens."""
     found = {}
     for day, start, end in days.bounds():
@@ -81,7 +80,7 @@ def _clock_changes(days: domain.Span) -> dict[date, str]:
     return found
 
 
-def _new_post_times(days: domain.Span, now: datetime) -> dict[date, str]:
+def _new_post_times(days: calendar.Span, now: datetime) -> dict[date, str]:
     """Return the publish time "new post on this day" offers: 09:00, or today the next hour."""
     local_now = now.astimezone(days.zone)
     next_hour = local_now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
@@ -134,7 +133,7 @@ def move(post_id: int):
         if not typed["date"] or not typed["time"]:
             raise TimeInputError("Enter a date and a time.")
         publish_at = parse_local(f"{typed['date']}T{typed['time']}", typed["zone"])
-        post = domain.move_post(post_id, request.form.get("version", 0, type=int), publish_at)
+        post = calendar.move_post(post_id, request.form.get("version", 0, type=int), publish_at)
     except TimeInputError as exc:
         return _refused(args, post_id, typed, {"publish_at": str(exc)})
     except PostNotFound:

@@ -3,8 +3,7 @@
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from .. import media
-from .. import posts as domain
+from .. import media, posts
 from ..accounts.security import role_required
 from ..clockchanges import post_warning
 from ..models import Post
@@ -26,7 +25,7 @@ def editor_zone() -> str:
 
 def post_or_404(post_id: int) -> Post:
     try:
-        return domain.get_post(post_id)
+        return posts.get_post(post_id)
     except PostNotFound:
         abort(404)
 
@@ -41,7 +40,7 @@ def _list_args() -> dict:
 def _cursor(name: str) -> int | None:
     """Return a keyset cursor (a post id) from the query string; ignore nonsense."""
     value = request.args.get(name, type=int)
-    return value if value is not None and 0 <= value <= domain.MAX_ID else None
+    return value if value is not None and 0 <= value <= posts.MAX_ID else None
 
 
 @bp.get("/")
@@ -49,11 +48,11 @@ def _cursor(name: str) -> int | None:
 def index():
     """List posts with status filters, title search and keyset pages."""
     args = _list_args()
-    return render_template("posts/index.html", page=domain.list_posts(**args), args=args,
-                           counts=_tab_counts(domain.status_counts()), statuses=Post.STATUSES)
+    return render_template("posts/index.html", page=posts.list_posts(**args), args=args,
+                           counts=_tab_counts(posts.status_counts()), statuses=Post.STATUSES)
 
 
-def _tab_counts(counts: dict[str, int], cap: int = domain.COUNT_CAP) -> dict[str, str]:
+def _tab_counts(counts: dict[str, int], cap: int = posts.COUNT_CAP) -> dict[str, str]:
     """Label each filter tab's count; a capped count reads "10,000+"."""
     shown = {s: f"{cap:,}+" if counts.get(s, 0) > cap else f"{counts.get(s, 0):,}"
              for s in Post.STATUSES}
@@ -67,8 +66,8 @@ def _tab_counts(counts: dict[str, int], cap: int = domain.COUNT_CAP) -> dict[str
 def rows():
     """Render the list's rows alone (polled while a post on the page is scheduled)."""
     args = _list_args()
-    return render_template("posts/_rows.html", page=domain.list_posts(**args), args=args,
-                           counts=_tab_counts(domain.status_counts()),
+    return render_template("posts/_rows.html", page=posts.list_posts(**args), args=args,
+                           counts=_tab_counts(posts.status_counts()),
                            statuses=Post.STATUSES, oob=True)  # the tabs' counts follow
 
 
@@ -120,21 +119,21 @@ def _start_post(form: dict, sched: dict | None) -> Post:
         except PostError as exc:  # a time that cannot be read: name the text's faults too
             errors = dict(exc.errors)
             try:
-                domain.check_fields(**form)
+                posts.check_fields(**form)
             except PostError as more:
                 errors.update(more.errors)
             raise PostError(errors) from None
-    return domain.create_post(**form, publish_at=publish_at)
+    return posts.create_post(**form, publish_at=publish_at)
 
 
 def edit_page(post: Post, status: int = 200, **context):
     form = context.pop("form", None) or {
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
-        "digest": domain.content_digest(post.title, post.slug, post.body)}
+        "digest": posts.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
     page = _panel_context(post, **context)
-    if post.status in domain.SHAREABLE or page["pending"]:  # the "Share a preview" section
-        page.setdefault("preview_links", domain.live_links(post.id))
+    if post.status in posts.SHAREABLE or page["pending"]:  # the "Share a preview" section
+        page.setdefault("preview_links", posts.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
                            **page), status
 
@@ -148,8 +147,8 @@ def _panel_context(post: Post, sched: dict | None = None, sched_errors: dict | N
         sched = {"publish_at": input_value(post.publish_at, zone) if keeps else "",
                  "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
-            "zones": sorted(zone_names()), "pending": domain.pending_change(post),
-            "versions": domain.revisions.history(post.id, limit=5), **context}
+            "zones": sorted(zone_names()), "pending": posts.pending_change(post),
+            "versions": posts.revisions.history(post.id, limit=5), **context}
 
 
 @bp.route("/<int:post_id>", methods=["GET", "POST"])
@@ -163,8 +162,8 @@ def edit(post_id: int):
             "digest": request.form.get("digest", "")}
     version = request.form.get("force_version", type=int) or form["version"]
     try:
-        domain.update_post(post_id, version, form["digest"], form["title"], form["slug"],
-                           form["body"])
+        posts.update_post(post_id, version, form["digest"], form["title"], form["slug"],
+                          form["body"])
     except StalePost as exc:
         return edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
     except PostError as exc:
@@ -236,8 +235,8 @@ def _save_typed_text(post: Post, sched: dict | None = None) -> int:
                                                                       post.body):
         return version
     try:
-        saved = domain.update_post(post.id, form["version"], form["digest"], form["title"],
-                                   form["slug"], form["body"])
+        saved = posts.update_post(post.id, form["version"], form["digest"], form["title"],
+                                  form["slug"], form["body"])
     except StalePost as exc:
         raise _TextRefused(edit_page(exc.current, 409, form=form, errors=exc.errors,
                                       stale=exc.current, sched=sched)) from None
@@ -256,9 +255,9 @@ def schedule(post_id: int):
     sched = _sched_form()
     try:
         publish_at, unpublish_at = _read_times(sched)
-        domain.check_times(publish_at, unpublish_at)  # a bad time saves nothing, text included
+        posts.check_times(publish_at, unpublish_at)  # a bad time saves nothing, text included
         version = _save_typed_text(post, sched)
-        domain.schedule_post(post_id, version, publish_at, unpublish_at)
+        posts.schedule_post(post_id, version, publish_at, unpublish_at)
     except _TextRefused as exc:
         return exc.response
     except StalePost as exc:
@@ -279,8 +278,8 @@ def unpublish_time(post_id: int):
     sched = _sched_form()
     try:
         _, unpublish_at = _read_times(sched, need_publish=False)
-        domain.check_times(None, unpublish_at)
-        domain.set_unpublish_time(post_id, _save_typed_text(post, sched), unpublish_at)
+        posts.check_times(None, unpublish_at)
+        posts.set_unpublish_time(post_id, _save_typed_text(post, sched), unpublish_at)
     except _TextRefused as exc:
         return exc.response
     except StalePost as exc:
@@ -300,7 +299,7 @@ def _act(post_id: int, action, done: str, save_text: bool = False):
         action(post_id)
     except _TextRefused as exc:
         return exc.response
-    except domain.PublishingFrozen as exc:  # by the form, what was typed kept
+    except posts.PublishingFrozen as exc:  # by the form, what was typed kept
         typed = _sched_form() if "zone" in request.form else None
         return edit_page(post, 409, sched=typed, sched_errors=exc.errors)
     except PostError as exc:
@@ -319,7 +318,7 @@ def _override_freeze() -> bool:
 @role_required("editor")
 def unschedule(post_id: int):
     """Take a scheduled post back to draft."""
-    return _act(post_id, domain.unschedule_post, "Unscheduled: the post is a draft again.")
+    return _act(post_id, posts.unschedule_post, "Unscheduled: the post is a draft again.")
 
 
 @bp.post("/<int:post_id>/publish")
@@ -327,7 +326,7 @@ def unschedule(post_id: int):
 def publish(post_id: int):
     """Publish a post now (refused while publishing is frozen, unless an admin overrides)."""
     instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
-    return _act(post_id, lambda pid: domain.publish_now(pid, instance, override), "Published.",
+    return _act(post_id, lambda pid: posts.publish_now(pid, instance, override), "Published.",
                 save_text=True)
 
 
@@ -336,7 +335,7 @@ def publish(post_id: int):
 def unpublish(post_id: int):
     """Take a published post down now."""
     instance, override = current_app.config.get("INSTANCE_NAME", ""), _override_freeze()
-    return _act(post_id, lambda pid: domain.unpublish_post(pid, instance, override),
+    return _act(post_id, lambda pid: posts.unpublish_post(pid, instance, override),
                 "Unpublished: the post is no longer on the site.")
 
 
@@ -355,7 +354,7 @@ def panel(post_id: int):
 def preview():
     """Render a Markdown body the way the public page will show it."""
     body = request.form.get("body", "")
-    if len(body.encode()) > domain.MAX_BODY_BYTES:
+    if len(body.encode()) > posts.MAX_BODY_BYTES:
         return render_template("posts/_preview.html", too_big=True)
     return render_template("posts/_preview.html", html=render(body))
 

@@ -2,7 +2,7 @@
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
-from .. import posts as domain
+from .. import posts
 from ..accounts.security import role_required
 from ..models import Post
 from ..posts import PostError, StalePost, revisions
@@ -71,8 +71,8 @@ def restore(post_id: int, revision_id: int):
     found = _revision_or_404(post, revision_id)
     try:
         revisions.check_restore(post, found)
-        domain.update_post(post.id, request.form.get("version", 0, type=int), None,
-                           found.title, post.slug, found.body, restored_from=found.id)
+        posts.update_post(post.id, request.form.get("version", 0, type=int), None,
+                          found.title, post.slug, found.body, restored_from=found.id)
     except StalePost:
         flash("Someone changed this post after you opened this page: nothing was restored. "
               "Look at the latest version and restore again if you still want to.", "error")
@@ -91,7 +91,7 @@ def restore(post_id: int, revision_id: int):
 
 def _change_page(post: Post, status: int = 200, form: dict | None = None,
                  errors: dict | None = None):
-    pending = domain.pending_change(post)
+    pending = posts.pending_change(post)
     if form is None:
         source = pending.change if pending else post
         form = {"title": source.title, "body": source.body, "zone": editor_zone(),
@@ -109,7 +109,7 @@ def change(post_id: int):
     """Write, edit or preview the change a live post takes at a set time."""
     post = post_or_404(post_id)
     if request.method != "POST":
-        if post.status != "published" and domain.pending_change(post) is None:
+        if post.status != "published" and posts.pending_change(post) is None:
             flash("Only a published post takes a scheduled change: edit a draft's text "
                   "directly.", "error")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
@@ -120,8 +120,8 @@ def change(post_id: int):
     try:
         apply_at = read_times({"apply_at": form["apply_at"].strip(), "zone": form["zone"]},
                               ("apply_at",))["apply_at"]
-        domain.schedule_change(post.id, form["title"], form["body"], apply_at,
-                               int(form["change_id"]) if form["change_id"].isdigit() else None)
+        posts.schedule_change(post.id, form["title"], form["body"], apply_at,
+                              int(form["change_id"]) if form["change_id"].isdigit() else None)
     except PostError as exc:
         return _change_page(post, 422, form, exc.errors)
     flash(f"The change goes live {human(apply_at, form['zone'])}.", "success")
@@ -134,7 +134,7 @@ def cancel_change(post_id: int):
     """Drop the post's scheduled change: the live text stays as it is."""
     post = post_or_404(post_id)
     try:
-        domain.cancel_change(post.id)
+        posts.cancel_change(post.id)
     except PostError as exc:
         flash(exc.errors["form"], "error")
     else:

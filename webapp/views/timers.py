@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
-from .. import timers as domain
+from .. import timers
 from ..accounts.security import role_required
 from ..db import database_now
 from ..extensions import db
@@ -29,7 +29,7 @@ FIELDS = ("name", "action", "params", "kind", "every", "unit", "cron", "run_at",
 def user_zone() -> str:
     """Return the signed-in user's time zone (UTC if it is unknown)."""
     zone = getattr(current_user, "timezone", "") or "UTC"
-    return zone if zone in domain.zones() else "UTC"
+    return zone if zone in timers.zones() else "UTC"
 
 
 @bp.app_template_filter("timer_schedule")
@@ -110,7 +110,7 @@ def index():
     now = database_now()  # first: on PostgreSQL it ends the transaction it reads in
     enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
     rows = [(t, run, _state(t, enabled, loaded), _coming(t, now, 1))
-            for t, run in domain.list_timers()]
+            for t, run in timers.list_timers()]
     return render_template("timers/index.html", rows=rows, zone=user_zone())
 
 
@@ -164,7 +164,7 @@ def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: i
                if access.may_change(current_user, access.plugin_of(qualified))]
     return render_template("timers/form.html", form=form, errors=errors, timer=timer,
                            actions=actions, units=UNITS,
-                           misfire=domain.MISFIRE, zones=sorted(domain.zones())), status
+                           misfire=timers.MISFIRE, zones=sorted(timers.zones())), status
 
 
 @bp.route("/new", methods=["GET", "POST"])
@@ -179,7 +179,7 @@ def create():
     form = _posted_form()
     _check_may_change(access.plugin_of(form["action"]))
     try:
-        timer = domain.create_timer(form)
+        timer = timers.create_timer(form)
     except ValidationError as exc:
         db.session.rollback()
         return _render_form(form, exc.errors, status=422)
@@ -212,7 +212,7 @@ def edit(timer_id: int):
     form = _posted_form()
     _check_may_change(access.plugin_of(form["action"]))
     try:
-        domain.update_timer(timer, form)
+        timers.update_timer(timer, form)
     except ValidationError as exc:
         db.session.rollback()
         return _render_form(form, exc.errors, timer, 422)
@@ -227,7 +227,7 @@ def detail(timer_id: int):
     now = database_now()  # first: on PostgreSQL it ends the transaction that loads the timer
     timer = _timer_or_404(timer_id)
     enabled, loaded = set(registry.enabled_plugins()), set(registry.plugins())
-    return render_template("timers/detail.html", timer=timer, runs=domain.history(timer),
+    return render_template("timers/detail.html", timer=timer, runs=timers.history(timer),
                            state=_state(timer, enabled, loaded),
                            upcoming=_coming(timer, now, preview.COUNT),
                            zone=user_zone())
@@ -238,7 +238,7 @@ def detail(timer_id: int):
 def runs(timer_id: int):
     """Return the run history fragment (polled by the detail page)."""
     timer = _timer_or_404(timer_id)
-    return render_template("timers/_runs.html", timer=timer, runs=domain.history(timer),
+    return render_template("timers/_runs.html", timer=timer, runs=timers.history(timer),
                            zone=user_zone())
 
 
@@ -246,7 +246,7 @@ def runs(timer_id: int):
 @role_required("editor")
 def run_now(timer_id: int):
     """Queue a run for the plugin leader."""
-    domain.queue_run_now(_changeable(timer_id))
+    timers.queue_run_now(_changeable(timer_id))
     flash("Run queued; the plugin scheduler starts it in a moment.", "success")
     return redirect(url_for("timers.detail", timer_id=timer_id), code=303)
 
@@ -255,7 +255,7 @@ def run_now(timer_id: int):
 @role_required("editor")
 def pause(timer_id: int):
     """Pause a timer."""
-    domain.pause(_changeable(timer_id), f"Paused by {current_user.email}.")
+    timers.pause(_changeable(timer_id), f"Paused by {current_user.email}.")
     flash("Timer paused.", "success")
     return redirect(request.form.get("back") == "index" and url_for("timers.index")
                     or url_for("timers.detail", timer_id=timer_id), code=303)
@@ -265,7 +265,7 @@ def pause(timer_id: int):
 @role_required("editor")
 def resume(timer_id: int):
     """Resume a paused timer from its next slot."""
-    domain.resume(_changeable(timer_id))
+    timers.resume(_changeable(timer_id))
     flash("Timer resumed.", "success")
     return redirect(request.form.get("back") == "index" and url_for("timers.index")
                     or url_for("timers.detail", timer_id=timer_id), code=303)
@@ -277,7 +277,7 @@ def delete(timer_id: int):
     """Delete a timer (not a plugin's own)."""
     timer = _changeable(timer_id)
     try:
-        domain.delete_timer(timer)
+        timers.delete_timer(timer)
     except ValidationError as exc:
         flash(exc.errors["timer"], "error")
         return redirect(url_for("timers.detail", timer_id=timer_id), code=303)

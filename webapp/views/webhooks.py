@@ -7,7 +7,7 @@ from ..accounts.security import role_required
 from ..accounts.stepup import step_up
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
-from ..plugins import endpoints as domain
+from ..plugins import endpoints
 from ..plugins.webhook_sends import in_words
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
@@ -20,9 +20,9 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 
 def _page(form: dict, errors: dict, status: int = 200):
-    hooks = domain.list_webhooks()
+    hooks = endpoints.list_webhooks()
     return render_template("webhooks/index.html", endpoints=hooks, form=form, errors=errors,
-                           deliveries=domain.deliveries(), topics=domain.TOPICS,
+                           deliveries=endpoints.deliveries(), topics=endpoints.TOPICS,
                            urls={e.id: e.url for e in hooks}), status, NO_STORE
 
 
@@ -30,8 +30,8 @@ def _page(form: dict, errors: dict, status: int = 200):
 @role_required("admin")
 def index():
     """List endpoints and recent deliveries, with a form offering a fresh secret."""
-    return _page({"url": "", "description": "", "events": list(domain.DEFAULT_TOPICS),
-                  "secret": domain.new_secret(), "payload_format": "standard"}, {})
+    return _page({"url": "", "description": "", "events": list(endpoints.DEFAULT_TOPICS),
+                  "secret": endpoints.new_secret(), "payload_format": "standard"}, {})
 
 
 @bp.post("/")
@@ -45,9 +45,9 @@ def create():
             "secret": request.form.get("secret", ""),
             "payload_format": request.form.get("payload_format", "standard")}
     try:
-        domain.create_webhook(form["url"], form["events"], form["secret"], form["description"],
-                              form["payload_format"])
-    except domain.WebhookError as exc:
+        endpoints.create_webhook(form["url"], form["events"], form["secret"],
+                                 form["description"], form["payload_format"])
+    except endpoints.WebhookError as exc:
         db.session.rollback()
         return _page(form, exc.errors, 422)
     flash("Webhook added. Its secret is not shown again: keep the copy you made.", "success")
@@ -66,7 +66,7 @@ def _endpoint_or_404(endpoint_id: int) -> WebhookEndpoint:
 @step_up
 def switch(endpoint_id: int, change: str):
     """Switch an endpoint on or off."""
-    domain.set_active(_endpoint_or_404(endpoint_id), change == "enable")
+    endpoints.set_active(_endpoint_or_404(endpoint_id), change == "enable")
     flash(f"Webhook switched {'on' if change == 'enable' else 'off'}.", "success")
     return redirect(url_for("webhooks.index"), code=303)
 
@@ -76,8 +76,8 @@ def switch(endpoint_id: int, change: str):
 def send_test(endpoint_id: int):
     """Send the endpoint a signed ping now."""
     try:
-        delivery = domain.send_test(_endpoint_or_404(endpoint_id), current_user.email)
-    except domain.WebhookError as exc:
+        delivery = endpoints.send_test(_endpoint_or_404(endpoint_id), current_user.email)
+    except endpoints.WebhookError as exc:
         flash(exc.errors["form"], "error")
     else:
         flash(f"Test event sent (delivery {delivery.delivery_id}): its result shows under "
@@ -89,7 +89,7 @@ def send_test(endpoint_id: int):
 @role_required("admin")
 def delete(endpoint_id: int):
     """Delete an endpoint and its deliveries."""
-    domain.delete_webhook(_endpoint_or_404(endpoint_id))
+    endpoints.delete_webhook(_endpoint_or_404(endpoint_id))
     flash("Webhook deleted.", "success")
     return redirect(url_for("webhooks.index"), code=303)
 
@@ -101,6 +101,6 @@ def redeliver(delivery_id: int):
     delivery = db.session.get(WebhookDelivery, delivery_id)
     if delivery is None:
         abort(404)
-    domain.redeliver(delivery)
+    endpoints.redeliver(delivery)
     flash("Redelivery queued.", "success")
     return redirect(url_for("webhooks.index"), code=303)
