@@ -244,7 +244,7 @@ class Scheduler:
             self._check_budget_once()
             self._follow()
             self._lead()
-            self.next_ping = self.watch.publishing(PUBLISH.value in self.leadership.held)
+            self.next_ping = self.watch.ping_deadman(PUBLISH.value in self.leadership.held)
         except DB_ERRORS as exc:
             self._lose_all(f"lock connection failed: {exc}")
             return RECONNECT_MIN

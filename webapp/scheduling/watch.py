@@ -41,9 +41,9 @@ class Deadman:
     The URL is a bearer secret (whoever has it can fake the pings): logs show its host only.
     """
 
-    def __init__(self, url: str, every: float, name: str, allow_private: bool,
+    def __init__(self, url: str, every: float, holder: str, allow_private: bool,
                  send: Callable[..., int] = request) -> None:
-        self.url, self.every, self.name = url, every, name
+        self.url, self.every, self.holder = url, every, holder
         self.allow_private = allow_private
         self.send = send
         self.next_at: float | None = None  # monotonic time of the next ping, while leading
@@ -68,7 +68,8 @@ class Deadman:
 
     def ping(self) -> int | None:
         """GET the URL once; return the status (None when it could not be reached)."""
-        headers = {"User-Agent": "Soloist-Deadman/1", "X-Soloist-Instance": self.name}
+        # the header keeps the name monitors already match on; it carries the holder
+        headers = {"User-Agent": "Soloist-Deadman/1", "X-Soloist-Instance": self.holder}
         timeout = min(PING_TIMEOUT, max(self.every / 2, 0.5))
         try:
             status = self.send("GET", self.url, None, headers, timeout, self.allow_private)
@@ -92,13 +93,13 @@ class Deadman:
 class Watch:
     """The scheduler's reports: ops.no_leader as a standby, pings as the publish leader."""
 
-    def __init__(self, app: Flask, name: str) -> None:
+    def __init__(self, app: Flask, holder: str) -> None:
         cfg = app.config
-        self.app, self.name = app, name
+        self.app, self.holder = app, holder
         self.no_leader_seconds = float(cfg.get("OPS_NO_LEADER_SECONDS",
                                                alerts.NO_LEADER_SECONDS))
         self.reported: set[tuple[int, int]] = set()  # (key, term) this process wrote
-        self.deadman = Deadman(cfg["DEADMAN_URL"], float(cfg["DEADMAN_EVERY_SECONDS"]), name,
+        self.deadman = Deadman(cfg["DEADMAN_URL"], float(cfg["DEADMAN_EVERY_SECONDS"]), holder,
                                bool(cfg.get("WEBHOOK_ALLOW_PRIVATE"))) if cfg.get(
             "DEADMAN_URL") else None
 
@@ -113,7 +114,7 @@ class Watch:
                 continue
             with self.app.app_context():
                 try:
-                    if alerts.no_leader(key, row.term, age, database_now(), self.name):
+                    if alerts.no_leader(key, row.term, age, database_now(), self.holder):
                         log.error("key %s has had no working leader (%s)", key.name,
                                   silence(age, row.recorded))
                     self.reported.add((row.key, row.term))
@@ -123,7 +124,7 @@ class Watch:
                 finally:
                     db.session.remove()
 
-    def publishing(self, leading: bool) -> float | None:
+    def ping_deadman(self, leading: bool) -> float | None:
         """Ping the dead-man's switch if due; return the monotonic time of the next ping."""
         if self.deadman is None:
             return None
