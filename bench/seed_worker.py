@@ -30,7 +30,7 @@ TICK_SQL = sa.text(
 
 def tick(instance: str, publish: bool) -> int:
     """The seed's unit of work: publish what is due (optionally), then record the tick."""
-    published = publish_due(database_now(), instance=instance) if publish else []
+    published = publish_due(database_now(), holder=instance) if publish else []
     db.session.execute(TICK_SQL, {"pid": os.getpid(), "instance": instance,
                                   "n": len(published)})
     db.session.commit()

@@ -144,7 +144,7 @@ def test_trimming_commits_batch_by_batch_and_stops_when_its_time_is_up(app):
 
 def run_context(app, seconds_left: float) -> RunContext:
     return RunContext(app=app, run_id=1, timer_id=1, scheduled_for=T0, started_at=T0,
-                      instance="pytest", deadline=time.monotonic() + seconds_left)
+                      holder="pytest", deadline=time.monotonic() + seconds_left)
 
 
 def test_the_trim_run_says_what_it_deleted_and_when_it_stopped_at_its_time_limit(app):

@@ -55,6 +55,7 @@ class HookDelivery(db.Model):
     # (0015) the lock session name beside the term: a reissued term number fences nothing in
     claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the hook call began
+    # the holder that claimed it; the column keeps its name for the release running beside
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")
     done_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

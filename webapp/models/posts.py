@@ -68,6 +68,8 @@ class OutboxEvent(db.Model):
     post_id: Mapped[int | None] = mapped_column(sa.ForeignKey("posts.id", ondelete="SET NULL"),
                                                 index=True)
     payload: Mapped[dict] = mapped_column(sa.JSON, default=dict)
+    # who wrote it: a lock session's name (holder) from the scheduler, INSTANCE_NAME from an
+    # editor's publish or takedown; the column keeps its name for the release running beside
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -70,6 +70,7 @@ class TimerRun(db.Model):
     duration_seconds: Mapped[float | None] = mapped_column(sa.Float)
     result: Mapped[str] = mapped_column(sa.String(500), default="")
     error: Mapped[str] = mapped_column(sa.Text, default="")
+    # the holder that started it; the column keeps its name for the release running beside
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     # (0015) the leadership of the plugin key that claimed it; a run still running under
     # another is an orphan (its process died or lost the key) and is settled at once

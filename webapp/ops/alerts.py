@@ -32,7 +32,7 @@ def is_ops(topic: str) -> bool:
 
 
 def record(topic: str, payload: dict, now: datetime, dedupe: str | None = None,
-           instance: str = "") -> bool:
+           holder: str = "") -> bool:
     """Add one alert to the current transaction (no commit); return whether it is new.
 
     With dedupe, an occurrence already written (by this process or another) adds nothing.
@@ -40,7 +40,7 @@ def record(topic: str, payload: dict, now: datetime, dedupe: str | None = None,
     written = db.session.execute(
         insert_ignoring_conflicts(OutboxEvent, ["dedupe_key"])
         .values(topic=topic, post_id=None, payload={**payload, "at": now.isoformat()},
-                instance=instance[:200], created_at=now, dedupe_key=dedupe)
+                instance=holder[:200], created_at=now, dedupe_key=dedupe)
         .returning(OutboxEvent.id)).first()
     if written is not None:
         wake_scheduler(PLUGINS.name)  # at commit: the plugin leader fans it out at once
@@ -48,11 +48,11 @@ def record(topic: str, payload: dict, now: datetime, dedupe: str | None = None,
 
 
 def no_leader(key: SchedulerKey, term: int, seconds: float, now: datetime,
-              instance: str = "") -> bool:
+              holder: str = "") -> bool:
     """Report key without a live leader for seconds since term's holder; once per term; commit."""
     new = record("ops.no_leader", {"key": key.name, "key_value": key.value, "term": term,
-                                   "seconds": round(seconds, 1), "seen_by": instance},
-                 now, f"ops.no_leader:{key.name}:{term}", instance)
+                                   "seconds": round(seconds, 1), "seen_by": holder},
+                 now, f"ops.no_leader:{key.name}:{term}", holder)
     db.session.commit()
     return new
 
@@ -61,7 +61,7 @@ def _late_key(post_id: int, version: int) -> str:
     return f"ops.post_late:{post_id}:v{version}"  # a reschedule changes the version
 
 
-def posts_late(now: datetime, seconds: float, instance: str = "") -> int:
+def posts_late(now: datetime, seconds: float, holder: str = "") -> int:
     """Report scheduled posts due more than seconds ago, once per post and schedule; commit."""
     key = (sa.literal("ops.post_late:") + sa.cast(Post.id, sa.String) + sa.literal(":v")
            + sa.cast(Post.version, sa.String))
@@ -73,7 +73,7 @@ def posts_late(now: datetime, seconds: float, instance: str = "") -> int:
     new = sum(record("ops.post_late", {
         "post_id": post_id, "slug": slug, "title": title, "publish_at": publish_at.isoformat(),
         "late_seconds": round((now - publish_at).total_seconds(), 1)},
-        now, _late_key(post_id, version), instance)
+        now, _late_key(post_id, version), holder)
         for post_id, slug, title, publish_at, version in late)
     db.session.commit()
     return new

@@ -141,7 +141,7 @@ class RunContext:
     timer_id: int
     scheduled_for: datetime
     started_at: datetime
-    instance: str
+    holder: str  # the lock session name of the leader that claimed it
     deadline: float  # time.monotonic() past which the run counts as timed out
     # the plugin key's leadership that claimed the run: what it claims is fenced by it
     lead: "Lead | None" = None

@@ -122,7 +122,7 @@ def _gone(lead: Lead) -> list[str]:
         .where(HookDelivery.status == "running", _theirs(lead))))
 
 
-def claim(plugin: str, now: datetime, instance: str,
+def claim(plugin: str, now: datetime, holder: str,
           lead: Lead | None = None) -> tuple[str, list[int]]:
     """Claim a batch of due deliveries for one plugin, if lead leads; return the claim, ids."""
     lead = Lead() if lead is None else lead
@@ -137,7 +137,7 @@ def claim(plugin: str, now: datetime, instance: str,
     claimed = list(db.session.scalars(
         sa.update(HookDelivery)
         .where(HookDelivery.id.in_(ids), claimable, lead.holds())
-        .values(status="running", claimed_at=now, instance=instance[:200], claim=token,
+        .values(status="running", claimed_at=now, instance=holder[:200], claim=token,
                 started_at=None, **lead.mark())
         .returning(HookDelivery.id)))
     db.session.commit()

@@ -234,7 +234,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     return get_post(post_id)
 
 
-def updated(rows: list[sa.Row], now: datetime, instance: str = "") -> None:
+def updated(rows: list[sa.Row], now: datetime, writer: str = "") -> None:
     """Add the post.updated events of live posts whose text changed (rows: as _move returns)."""
-    write_outbox("post.updated", rows, now, instance)
+    write_outbox("post.updated", rows, now, writer)
     wake_scheduler(PLUGINS.name)

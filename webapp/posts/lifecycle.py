@@ -41,14 +41,16 @@ def _move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
     ).all()
 
 
-def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str) -> None:
+def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, writer: str) -> None:
     """Write the outbox rows of moved posts, wake the plugin leader for them, and commit.
+
+    writer names who moved them: the publish leader's holder, or the editor's INSTANCE_NAME.
 
     Every move that comes here takes posts into or out of the public site: its pages'
     validators change in the same transaction (webapp.sitestate).
     """
     if moved:
-        write_outbox(topic, moved, now, instance)
+        write_outbox(topic, moved, now, writer)
         state.bump(now)
         wake_scheduler(PLUGINS.name)  # the outbox's hooks (webhooks, sitemap) at once
     db.session.commit()
@@ -57,7 +59,7 @@ def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, instance: str)
 # -- the publish leader ------------------------------------------------------------------
 
 def _transition(now: datetime, source: str, target: str, due_column: sa.Column, topic: str,
-                limit: int, instance: str) -> list[int]:
+                limit: int, holder: str) -> list[int]:
     """Move up to limit due posts from source to target status, with outbox rows; commit."""
     due = (
         sa.select(Post.id)
@@ -74,22 +76,22 @@ def _transition(now: datetime, source: str, target: str, due_column: sa.Column, 
                   due_column)
     if target == "published":
         revisions.mark_live([row.id for row in moved])
-    _commit_moved(topic, moved, now, instance)
+    _commit_moved(topic, moved, now, holder)
     if target == "published":
         observe_publish_lags((now - row[3]).total_seconds() for row in moved)
     return [row[0] for row in moved]
 
 
-def publish_due(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
+def publish_due(now: datetime, limit: int = BATCH_SIZE, holder: str = "") -> list[int]:
     """Publish up to limit scheduled posts whose publish_at has come; return their ids."""
     return _transition(now, "scheduled", "published", Post.publish_at, "post.published",
-                       limit, instance)
+                       limit, holder)
 
 
-def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, instance: str = "") -> list[int]:
+def unpublish_expired(now: datetime, limit: int = BATCH_SIZE, holder: str = "") -> list[int]:
     """Unpublish up to limit published posts whose unpublish_at has come; return their ids."""
     return _transition(now, "published", "unpublished", Post.unpublish_at, "post.unpublished",
-                       limit, instance)
+                       limit, holder)
 
 
 def hold_due(now: datetime) -> list[tuple[int, str]]:

@@ -33,14 +33,16 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, i
 """)
 
 
-def write_outbox(topic: str, rows: list[sa.Row], now: datetime, instance: str) -> None:
+def write_outbox(topic: str, rows: list[sa.Row], now: datetime, writer: str) -> None:
     """Add one outbox event per row _move returned to the current transaction.
+
+    writer fills the events' instance column (models.OutboxEvent says what it holds).
 
     On PostgreSQL one INSERT for the whole batch: a list of parameters is sent as one
     INSERT a row (psycopg's executemany), so whatever a statement costs (a statement
     trigger, a round trip) was paid 500 times by a batch of 500.
     """
-    events = [{"topic": topic, "post_id": row.id, "instance": instance, "created_at": now,
+    events = [{"topic": topic, "post_id": row.id, "instance": writer, "created_at": now,
                "dedupe_key": event_key(topic, row),
                "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
                            "at": now.isoformat()}}

@@ -124,7 +124,7 @@ def cancel_change(post_id: int) -> None:
 
 # -- the publish leader ------------------------------------------------------------------
 
-def apply_due(now: datetime, limit: int, instance: str = "") -> list[tuple[int, float]]:
+def apply_due(now: datetime, limit: int, holder: str = "") -> list[tuple[int, float]]:
     """Swap in up to limit changes whose time has come; commit; return (post id, lag s).
 
     A batch is a handful of statements whatever its size: the changes are taken (locked)
@@ -153,7 +153,7 @@ def apply_due(now: datetime, limit: int, instance: str = "") -> list[tuple[int, 
     done = [(row.id, (now - due[row.id].apply_at).total_seconds()) for row in moved]
     live = [row for row in moved if row.status == "published"]
     if live:
-        updated(live, now, instance)
+        updated(live, now, holder)
         state.bump(now)
     db.session.commit()
     return done

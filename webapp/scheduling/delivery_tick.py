@@ -78,14 +78,14 @@ def pause_hung_plugins(names: set[str], now: datetime) -> None:
             registry.set_enabled(name, False, reason)  # commits the alert with the pause
 
 
-def start_hook_batches(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> int:
+def start_hook_batches(now: datetime, holder: str, lead: Lead, enabled: set[str]) -> int:
     """Start one worker per plugin with hook deliveries due; return how many started."""
     app, started = plugin_app(), 0
     for name in hooks.plugins_with_due_work(now, lead, enabled):
         key = hook_key(name)
         if workers.busy(key) or workers.free_slots(hook_kind(name)) <= 0:
             continue
-        token, ids = hooks.claim(name, now, instance, lead)
+        token, ids = hooks.claim(name, now, holder, lead)
         if ids:
             workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now), token))
             started += 1

@@ -51,28 +51,28 @@ def budget() -> Callable[[], bool]:
     return lambda: monotonic() >= deadline
 
 
-def tick(now: datetime, instance: str = "", term: int | None = None) -> datetime | None:
+def tick(now: datetime, holder: str = "", term: int | None = None) -> datetime | None:
     """Do one unit of plugin work at now; return when the next one is due.
 
-    With term, instance is this leader's lock session name (leader_state's holder) and
-    (term, instance) the leadership every claim and write is fenced by; without, the
-    current leadership is read and instance only names the runs. A new leadership takes
+    With term, holder is this leader's lock session name (leader_state's holder) and
+    (term, holder) the leadership every claim and write is fenced by; without, the
+    current leadership is read and holder only names the runs. A new leadership takes
     the previous ones' unfinished claims and settles their runs at once. The reads share
     one transaction, ended before the tick returns.
     """
     try:
-        lead = Lead.of(term, instance)
+        lead = Lead.of(term, holder)
         enabled = registry.enabled_names()
         _ensure_default_timers(now)
         ahead = plugin_due.look(now, lead, enabled)
         if ahead.idle(now):
             return ahead.wake  # nothing to time out, start, claim, fan out or send
-        return _work(now, instance, lead, enabled)
+        return _work(now, holder, lead, enabled)
     finally:
         db.session.rollback()  # the scheduler's connection never waits in a transaction
 
 
-def _work(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> datetime:
+def _work(now: datetime, holder: str, lead: Lead, enabled: set[str]) -> datetime:
     """Do the plugin work due at now, step by step; return when the next is due."""
     over = budget()
     done = {"abandoned": leader.settle_orphans(now, lead, RUNNER),
@@ -81,11 +81,11 @@ def _work(now: datetime, instance: str, lead: Lead, enabled: set[str]) -> dateti
         enabled = registry.enabled_names()  # a plugin may have been paused for hanging
     more = False
     if not is_frozen("timers"):  # frozen: no run starts; hooks and deliveries go on
-        done["started"] = leader.start_queued(now, instance, lead, enabled, RUNNER)
-        claimed, more = leader.claim_due(now, instance, lead, enabled, RUNNER, over)
+        done["started"] = leader.start_queued(now, holder, lead, enabled, RUNNER)
+        claimed, more = leader.claim_due(now, holder, lead, enabled, RUNNER, over)
         done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
-    done["hook batches"] = delivery_tick.start_hook_batches(now, instance, lead, enabled)
+    done["hook batches"] = delivery_tick.start_hook_batches(now, holder, lead, enabled)
     done["senders"] = delivery_tick.start_senders(now, lead, enabled)
     if any(done.values()):
         record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v),
@@ -133,7 +133,7 @@ class _Runner:
 RUNNER = _Runner()
 
 
-def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: str,
+def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, holder: str,
             lead: Lead) -> int:
     """Start a claimed run's thread; return 1, or settle the run as failed and return 0.
 
@@ -145,7 +145,7 @@ def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, instance: 
     try:
         workers.start(delivery_tick.run_key(plugin, run_id), app, partial(
             workers.execute_run, run_id, timer_id, timer.qualified_action,
-            dict(timer.params or {}), slot, now, instance, float(timer.max_runtime_seconds),
+            dict(timer.params or {}), slot, now, holder, float(timer.max_runtime_seconds),
             app, lead))
     except Exception as exc:  # noqa: BLE001 - whatever it was, the run did not start
         db.session.rollback()

@@ -22,7 +22,7 @@ KINDS = {"published": posts.publish_due, "changed": posts.apply_due_changes,
          "unpublished": posts.unpublish_expired}
 
 
-def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
+def tick(now: datetime, holder: str = "", term: int = 0) -> datetime | None:
     """Do one unit of publish work at now; return when the next one is due.
 
     term is not needed here: every post write is fenced by the post's own status.
@@ -31,23 +31,23 @@ def tick(now: datetime, instance: str = "", term: int = 0) -> datetime | None:
     """
     if is_frozen("publishing"):
         return now + FROZEN_RECHECK
-    done, more = _work(now, instance)
+    done, more = _work(now, holder)
     if any(done.values()):
         changed = f", changed {done['changed']}" if done["changed"] else ""
         record_work(PUBLISH.value, now, f"published {done['published']}, unpublished "
-                    f"{done['unpublished']}{changed}", term=term or None, holder=instance)
+                    f"{done['unpublished']}{changed}", term=term or None, holder=holder)
     if more:
         return now  # a backlog, or out of time: the runner heartbeats and calls again at once
     upcoming = posts.next_due()
     late = current_app.config.get("OPS_POST_LATE_SECONDS", alerts.POST_LATE_SECONDS)
     if upcoming is not None and upcoming <= now - timedelta(seconds=late):
-        alerts.posts_late(now, late, instance)  # still due long after their time: say so
+        alerts.posts_late(now, late, holder)  # still due long after their time: say so
     if upcoming is not None and upcoming <= now and not any(done.values()):
         return now + LOCKED_RETRY
     return upcoming
 
 
-def _work(now: datetime, instance: str) -> tuple[dict[str, int], bool]:
+def _work(now: datetime, holder: str) -> tuple[dict[str, int], bool]:
     """Move due posts a batch of each kind in turn, round after round, until a round finds
     none full or time is up; return what moved and whether work is left.
 
@@ -67,7 +67,7 @@ def _work(now: datetime, instance: str) -> tuple[dict[str, int], bool]:
             pace.queue, pace.full = queue, full
             return done, True
         first, kind = False, queue.pop(0)
-        moved, more = pace.run(partial(KINDS[kind], now, instance=instance))
+        moved, more = pace.run(partial(KINDS[kind], now, holder=holder))
         done[kind] += moved
         (full if more else empty).add(kind)
         if not queue and full:  # the next round: the kinds not found empty this tick

@@ -109,7 +109,7 @@ def drain(timeout: float) -> bool:
 
 
 def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
-                scheduled_for: datetime, started_at: datetime, instance: str,
+                scheduled_for: datetime, started_at: datetime, holder: str,
                 max_runtime: float, app: Flask, lead: Lead) -> None:
     """Run one claimed timer run and record its outcome (called in a worker).
 
@@ -127,7 +127,7 @@ def execute_run(run_id: int, timer_id: int, qualified: str, params: dict,
         found = registry.find_action(qualified)
         if found is None:
             raise LookupError(f"action {qualified} is not loaded")
-        ctx = RunContext(app, run_id, timer_id, scheduled_for, started_at, instance,
+        ctx = RunContext(app, run_id, timer_id, scheduled_for, started_at, holder,
                          origin + max_runtime, lead, time.sleep)
         result = str(found[1].func(ctx, **params) or "")
     except Exception as exc:  # the action's failure is the run's result

@@ -41,7 +41,7 @@ class Runner(Protocol):
         """Return whether a thread of this process runs run_id now."""
 
     def launch(self, run_id: int, timer: Timer, slot: datetime, now: datetime,
-               instance: str, lead: Lead) -> int:
+               holder: str, lead: Lead) -> int:
         """Start a claimed run's thread; return 1, or 0 (and settle the run) if it cannot."""
 
 
@@ -131,7 +131,7 @@ def in_flight(timer_id: int) -> bool:
         TimerRun.timer_id == timer_id, TimerRun.status == "running").limit(1)) is not None
 
 
-def start_queued(now: datetime, instance: str, lead: Lead, enabled: set[str],
+def start_queued(now: datetime, holder: str, lead: Lead, enabled: set[str],
                  runner: Runner) -> int:
     """Start run-now requests whose timer is not already running; return how many."""
     queued = db.session.execute(
@@ -145,15 +145,15 @@ def start_queued(now: datetime, instance: str, lead: Lead, enabled: set[str],
         claimed = db.session.execute(
             sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "queued",
                                       lead.holds())
-            .values(status="running", started_at=now, instance=instance[:200],
+            .values(status="running", started_at=now, instance=holder[:200],
                     **lead.mark())).rowcount
         db.session.commit()
         if claimed:
-            started += runner.launch(run_id, timer, slot, now, instance, lead)
+            started += runner.launch(run_id, timer, slot, now, holder, lead)
     return started
 
 
-def claim_due(now: datetime, instance: str, lead: Lead, enabled: set[str], runner: Runner,
+def claim_due(now: datetime, holder: str, lead: Lead, enabled: set[str], runner: Runner,
               over: Callable[[], bool] = lambda: False) -> tuple[int, bool]:
     """Claim every due slot (up to a batch, or until over()); return (runs started, more left).
 
@@ -175,7 +175,7 @@ def claim_due(now: datetime, instance: str, lead: Lead, enabled: set[str], runne
             db.session.rollback()
             return started, False  # wait for a worker; the tick looks again shortly
         try:
-            started += _claim_slot(timer, now, instance, lead, runner)
+            started += _claim_slot(timer, now, holder, lead, runner)
         except Deposed:
             return started, False  # another leads now: it claims the rest
         except (ValueError, LookupError, TypeError, ArithmeticError) as exc:
@@ -188,7 +188,7 @@ class Deposed(Exception):
     """The plugin key's leadership is no longer the one the tick was called with."""
 
 
-def _claim_slot(timer: Timer, now: datetime, instance: str, lead: Lead, runner: Runner) -> int:
+def _claim_slot(timer: Timer, now: datetime, holder: str, lead: Lead, runner: Runner) -> int:
     """Claim the timer's next slot (run, skip or catch up) and advance it; return runs started.
 
     Advancing the timer is fenced by lead: a deposed leader claims nothing.
@@ -215,13 +215,13 @@ def _claim_slot(timer: Timer, now: datetime, instance: str, lead: Lead, runner: 
         insert_ignoring_conflicts(TimerRun, ["timer_id", "scheduled_for"])
         .values(timer_id=timer.id, scheduled_for=slot, trigger=trigger, status=status,
                 started_at=now if status == "running" else None, error=error, result="",
-                instance=instance[:200], finished_at=None if status == "running" else now,
+                instance=holder[:200], finished_at=None if status == "running" else now,
                 **lead.mark())
         .returning(TimerRun.id))
     db.session.commit()
     if run_id is None or status != "running":
         return 0  # another leader claimed this slot, or it is recorded as skipped
-    return runner.launch(run_id, timer, slot, now, instance, lead)
+    return runner.launch(run_id, timer, slot, now, holder, lead)
 
 
 def _quarantine(timer_id: int, exc: Exception, now: datetime) -> None:
