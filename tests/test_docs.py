@@ -2,13 +2,17 @@
 
 README.md and docs/*.md are read as GitHub shows them: links and anchors must resolve,
 the configuration page's table must name every variable the code reads (and no other),
-the commands shown must exist, and every API route must be on the API page. No database:
-the app is built on a throwaway SQLite file only to list its commands and routes.
+the commands shown must exist, and every API route must be on the API page. A dotted
+webapp name in a page, pyproject.toml or a source file's docstring must name a module or
+an attribute that is there. No database: the app is built on a throwaway SQLite file
+only to list its commands and routes.
 """
 
 import ast
+import importlib
 import re
 from pathlib import Path
+from types import ModuleType
 
 import click
 import pytest
@@ -20,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONFIGURATION = ROOT / "docs" / "configuration.md"
 API = ROOT / "docs" / "api.md"
+PYPROJECT = ROOT / "pyproject.toml"
 CONFIG_SOURCES = [ROOT / "webapp" / "config.py", ROOT / "webapp" / "gunicorn_conf.py"]
 
 # Documented in the configuration table, but read outside config.py and gunicorn_conf.py.
@@ -124,7 +129,7 @@ def test_every_relative_link_and_anchor_resolves(page):
 SOURCE_PATH = re.compile(r"\b((?:webapp|tests|bench|docs|migrations|templates|static)/[\w./-]*\w)")
 
 
-@pytest.mark.parametrize("page", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", [*DOCS, PYPROJECT], ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_in_the_code_the_docs_name_exists(page):
     # a module moved into a package leaves no page pointing at where it was
     named = {m for line in page.read_text().splitlines() for m in SOURCE_PATH.findall(line)}
@@ -394,3 +399,41 @@ def test_every_api_route_the_docs_name_exists(api_routes):
                for method, path in named.findall(page.read_text())
                if f"{method} {path}" not in api_routes]
     assert not unknown, "no such API route: " + "; ".join(sorted(set(unknown)))
+
+
+# Dotted names: a docstring, comment or page that names webapp.x.y names something there.
+
+DOTTED = re.compile(r"(?<![\w./-])webapp(?:\.[A-Za-z_]\w*)+")
+NAMING = [*DOCS, PYPROJECT, *sorted(p for folder in ("webapp", "tests", "bench")
+                                    for p in (ROOT / folder).rglob("*.py"))]
+NAMING.remove(Path(__file__).resolve())  # its examples name what is not there on purpose
+
+
+def resolves(dotted: str) -> bool:
+    """Return whether webapp.x.y names a module of webapp or an attribute of one."""
+    found: object = importlib.import_module("webapp")
+    for part in dotted.split(".")[1:]:
+        if hasattr(found, part):
+            found = getattr(found, part)
+        elif isinstance(found, ModuleType) and hasattr(found, "__path__"):  # a package
+            try:
+                found = importlib.import_module(f"{found.__name__}.{part}")
+            except ModuleNotFoundError:
+                return False
+        else:
+            return False
+    return True
+
+
+def test_the_dotted_name_check_tells_a_moved_module_from_a_present_one():
+    assert resolves("webapp.site.state.bump") and resolves("webapp.ops.alerts")
+    assert resolves("webapp.plugins.RunContext.time_left")
+    assert not resolves("webapp.alerts") and not resolves("webapp.site.state.nothing")
+
+
+def test_every_dotted_webapp_name_in_the_code_and_the_docs_exists():
+    # a module moved into a package leaves no docstring pointing at where it was
+    stale = [f"{path.relative_to(ROOT)}:{number}: {name}" for path in NAMING
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             for name in DOTTED.findall(line) if not resolves(name)]
+    assert not stale, "names that do not exist: " + "; ".join(stale)

@@ -1,6 +1,6 @@
 """The 304s' own connection: one per worker, and a reader never pays for its failures.
 
-webapp.revalidation reads a public page's validators on a connection kept for the purpose
+webapp.site.revalidation reads a public page's validators on a connection kept for the purpose
 (soloist-site:<instance>:<pid>), without the pool's pre-ping. These tests cut it, share it
 between threads, turn it off and send it through PgBouncer, against the real server.
 """

@@ -123,7 +123,7 @@ def evict_sql(victim: str, notify: bool = False) -> str:
     open transaction would otherwise keep row locks that its successor skips. In the same
     statement it records an "evicted" event for each of %(ours)s the session held
     (parameter %(detail)s), and with notify wakes the standbys. It also writes each such
-    key's ops.leader_evicted alert to the outbox (once per term, see webapp.alerts) and
+    key's ops.leader_evicted alert to the outbox (once per term, see webapp.ops.alerts) and
     wakes the plugin leader to send it. It returns the session's application_name, every
     key it held and how many other connections ended; no row if victim matched nobody.
     """
@@ -152,7 +152,7 @@ WITH victim AS MATERIALIZED (
   WHERE NOT EXISTS (SELECT 1 FROM leader_events e WHERE e.key = lost.key
                     AND e.term = lost.term AND e.kind = 'evicted' AND e.holder = lost.holder)
 ), alerts AS (
-  -- ops.leader_evicted (webapp.alerts), once per evicted term however many evict it
+  -- ops.leader_evicted (webapp.ops.alerts), once per evicted term however many evict it
   INSERT INTO outbox_events (topic, payload, instance, created_at, dedupe_key)
   SELECT 'ops.leader_evicted',
          json_build_object('key', name, 'key_value', key, 'term', term, 'holder', holder,

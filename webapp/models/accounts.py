@@ -65,7 +65,7 @@ class User(db.Model):
     def get_id(self) -> str:
         """Return what Flask-Login keeps in the cookie: the secret of this browser's session.
 
-        webapp.sessions sets it at sign-in; a user object loaded any other way has none.
+        webapp.accounts.sessions sets it at sign-in; a user object loaded any other way has none.
         """
         return getattr(self, "session_secret", "")
 

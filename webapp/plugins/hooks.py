@@ -4,7 +4,7 @@ The plugin leader fans each new post.published / post.unpublished event out to
 one hook_deliveries row per enabled plugin with that hook (UNIQUE per plugin and
 event, so two leaders cannot double it) and marks the event processed in the
 same transaction (the webhooks plugin's deliveries are written there too; ops.*
-alerts, webapp.alerts, go to webhook endpoints only, never to hooks).
+alerts, webapp.ops.alerts, go to webhook endpoints only, never to hooks).
 Rows are then claimed in batches, with a claim token and the leader's (term, holder),
 only while that is the plugin key's leadership (webapp.leadership.fence), and run in a
 worker thread that holds no transaction while plugin code runs. Every write is fenced

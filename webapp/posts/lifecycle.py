@@ -47,7 +47,7 @@ def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, writer: str) -
     writer names who moved them: the publish leader's holder, or the editor's INSTANCE_NAME.
 
     Every move that comes here takes posts into or out of the public site: its pages'
-    validators change in the same transaction (webapp.sitestate).
+    validators change in the same transaction (webapp.site.state).
     """
     if moved:
         write_outbox(topic, moved, now, writer)

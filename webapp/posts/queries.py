@@ -118,7 +118,7 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
     """Return the published post at slug with the site's row beside it, in one read.
 
     The row has the post's id, title, slug, body, published_at, version and updated_at,
-    and webapp.state.columns() (None when the site has no row yet): all a public post
+    and webapp.site.state.columns() (None when the site has no row yet): all a public post
     page shows and validates against. None for anything the public may not see. Read on
     conn when given, else in the session.
     """

@@ -5,7 +5,7 @@ or what its lock session last did when it recorded none (a session frozen before
 was recorded, a plain session, one that outlived its eviction). When one is older than
 OPS_NO_LEADER_SECONDS and the holder has not been evicted (eviction failed, or
 LEADER_STALE_SECONDS is longer), the key has no working leader: the standby writes
-ops.no_leader, once per term fleet-wide (webapp.alerts dedupes it). An unknown age means
+ops.no_leader, once per term fleet-wide (webapp.ops.alerts dedupes it). An unknown age means
 nobody held the key when it was polled: nothing to report.
 
 The dead-man's switch is the other way round: the publish leader, and only it, pings

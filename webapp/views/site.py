@@ -1,7 +1,7 @@
 """The public site and the platform's health checks.
 
-Public pages validate against one row read before anything is rendered (webapp.sitestate,
-webapp.httpcache): a reader's copy that still matches gets a 304 at the cost of that read.
+Public pages validate against one row read before anything is rendered (webapp.site.state,
+webapp.site.httpcache): a reader's copy that still matches gets a 304 at the cost of that read.
 """
 
 import hashlib
