@@ -3,7 +3,7 @@
 Every row starts its own fleet (gunicorn instances x WORKERS workers, each instance in a
 process group of its own) on a fresh database of one throwaway PostgreSQL server
 (tests/pgserver.py), with WEBHOOK_ALLOW_PRIVATE=true so local receivers can be subscribed,
-and prints the measured value beside issue 11's target:
+and prints the measured value beside its target:
 
 - dead: two endpoints subscribed to post.published through the admin API, one that never
   answers (a listening socket nobody accepts from: the kernel's backlog takes the TCP

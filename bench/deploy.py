@@ -20,7 +20,7 @@ the statements PostgreSQL cancelled (its log, read from the start of the run; ea
 cancelled session told apart by its application_name: the old fleet's are soloist…).
 
 The release only has work when the database is at an older schema than HEAD's: the default
---commit is 0a7fa1f, the release before migrations 0015–0024 that issue 35 deployed from.
+--commit is 0a7fa1f, a release whose schema lacks migrations 0015–0024.
 The suite's previous release (tests/previous_release.PREVIOUS_RELEASE) shares HEAD's
 migrations today, so a deploy from it migrates nothing.
 

@@ -39,7 +39,7 @@ from tests.cluster import wait_for
 from tests.edge import Read, Varnish
 
 PAGES = ("post", "home", "feed", "sitemap")
-TARGET = 1.0  # seconds after the change (issue 33)
+TARGET = 1.0  # seconds after the change
 PATHS = {"home": "/", "feed": "/feed.xml", "sitemap": "/sitemap.xml"}
 
 

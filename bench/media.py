@@ -42,7 +42,7 @@ from web_perf import find_wrk  # noqa: E402
 SERVED_TARGET = 1500.0
 NOT_MODIFIED_TARGET = 2500.0
 UPLOAD_TARGET = 2.0  # seconds
-REFUSAL_TARGET = 1.0  # seconds to refuse the GIF of issue 34 (2000 × 2000 × 20 frames)
+REFUSAL_TARGET = 1.0  # seconds to refuse the GIF bomb (2000 × 2000 × 20 frames)
 RSS_TARGET = 50  # MB a worker's peak memory may grow meanwhile
 
 RANDOM_LUA = """

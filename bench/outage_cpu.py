@@ -8,8 +8,8 @@ master and workers, tests/outage.py), so it counts what the instance used itself
 busy the machine is. Then the server starts again: seconds from it accepting connections
 until both keys are held by live workers (pg_locks, polled every 20 ms).
 
-Targets (issue 32): ≤ 0.02 CPU s a second per instance while the database is down 20 s
-(2 × 2; 0.79 before: the lock session's wait raised at once and the loop spun), keys led
+Targets: ≤ 0.02 CPU s a second per instance while the database is down 20 s (2 × 2; a
+lock session's wait that raised at once spun the loop at 0.79), keys led
 again ≤ 2 s after the server is back.
 
     .venv/bin/python bench/outage_cpu.py [--seconds 20] [--trials 3] [--instances 2]

@@ -1,7 +1,7 @@
 """How long a refused sign-in takes for a known, an unknown and a deactivated email.
 
-Issue 12, finding 5: the password hash was skipped for unknown or inactive accounts, so
-a known email answered measurably slower. Run: .venv/bin/python bench/sign_in_timing.py
+The password hash is computed for unknown and inactive accounts too, else a known email
+answers measurably slower. Run: .venv/bin/python bench/sign_in_timing.py
 (through the Flask test client on a throwaway PostgreSQL database, with the default
 password hash cost; the pairs are interleaved and the failures cleared between rounds so
 the sign-in limits never answer instead).

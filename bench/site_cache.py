@@ -42,7 +42,7 @@ from web_perf import POST_LUA, CpuMeter, fill, find_wrk, run_wrk, wrk_command  #
 
 RENDERED_TARGET = 600.0
 NOT_MODIFIED_TARGET = 1500.0
-KEPT_TARGET = 2000.0  # a post page from a worker's memory (issue 33)
+KEPT_TARGET = 2000.0  # a post page from a worker's memory
 ACCESS_RE = re.compile(r'"GET (\S+) HTTP/[\d.]+" (\d{3}) ')
 
 # Each request asks for a random post with the ETag that post's page was sent with.

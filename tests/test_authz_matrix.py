@@ -240,9 +240,9 @@ def test_ids_beyond_64_bits_are_404_on_sqlite_too(sqlite_app):
 
 
 def test_a_stale_session_over_http_is_asked_for_proof_before_each_new_way_in(app, api):
-    """Issue 34: a session whose last proof is past STEP_UP_MINUTES made an admin, activated a
-    user and minted a token, and that token added a webhook. Over HTTP, from a signed-in
-    browser's cookie jar: each now asks for the password, and nothing changes until it comes."""
+    """A session whose last proof is past STEP_UP_MINUTES makes no admin, activates no user
+    and mints no token (one that could add a webhook). Over HTTP, from a signed-in browser's
+    cookie jar: each asks for the password, and nothing changes until it comes."""
     app.config["WEBHOOK_ALLOW_PRIVATE"] = True  # the hook's address is not resolved
     off = add_user(app, "gone@example.com", "editor", active=False)
     with app.app_context():

@@ -167,7 +167,8 @@ def _crowd(app, day: int, count: int, hour: int = 8) -> None:
 
 
 def test_a_crowded_day_shows_its_first_posts_and_counts_the_rest(app, paris):
-    """A crowded month used to show its first 1,000 posts: its last days looked empty."""
+    """A month past 1,000 posts shows each day's first ones, so its last days never look
+    empty."""
     _crowd(app, 5, 1_050)
     _crowd(app, 25, 50)
     new_post(app, "Out on the 25th", "published", published_at=utc(YEAR, 1, 25, 7))

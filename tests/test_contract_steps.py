@@ -1,4 +1,4 @@
-"""Expand, then contract (issue 35): every process records the code it runs, the status page
+"""Expand, then contract: every process records the code it runs, the status page
 shows it, and a contract step (a migration that drops what older code reads) waits until
 no lock session runs code older than it allows."""
 

@@ -2,8 +2,8 @@
 
 The time is checked against the database clock first; it may then pass while the row waits
 to be written (here: another transaction holds the posts table for a moment). The post is
-then simply due. It used to be saved as a draft in one transaction and scheduled in a
-second, which refused the time that had passed meanwhile and left the draft behind.
+then simply due. Saved as a draft in one transaction and scheduled in a second, it would
+be refused for the time that passed meanwhile and the draft left behind.
 """
 
 import json

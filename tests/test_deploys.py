@@ -1,4 +1,4 @@
-"""The deploy report (issue 13): the release phase records a deploy; the status page draws
+"""The deploy report: the release phase records a deploy; the status page draws
 the last 24 hours and measures each deploy's window (posts due, lag, late, missed, gaps)."""
 
 import re

@@ -1,4 +1,4 @@
-"""Freezes (issue 13): an admin pauses publishing or timers with a reason; leaders keep
+"""Freezes: an admin pauses publishing or timers with a reason; leaders keep
 their keys and do nothing for it; on resume, due posts follow the chosen policy."""
 
 import threading

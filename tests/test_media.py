@@ -132,7 +132,7 @@ def test_an_animation_within_the_budget_is_kept_whole(app, client, editor):
 
 
 def test_a_phones_multi_picture_jpeg_is_stored_as_its_first_picture(app, client, api):
-    answer = multipart(api, made.mpo())  # before: 500, KeyError: 'JPEG'
+    answer = multipart(api, made.mpo())  # Pillow opens it as MPO, not JPEG
     assert answer.status_code == 201, answer.get_json()
     body = answer.get_json()
     assert body["content_type"] == "image/jpeg" and body["widths"] == [480, 640, 960]

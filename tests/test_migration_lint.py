@@ -1,4 +1,4 @@
-"""The migrations' linter (issue 35): the SQL every migration emits, read as Alembic's offline
+"""The migrations' linter: the SQL every migration emits, read as Alembic's offline
 mode writes it (`flask db upgrade --sql`), refused where it would take a long lock on a big
 table. squawk (PyPI squawk-cli) reads each migration's statements; one rule of our own
 refuses data changes that read or write an existing table inside the DDL transaction, or

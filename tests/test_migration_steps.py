@@ -1,4 +1,4 @@
-"""The shapes migrations are written in (webapp/ops/release/steps.py, issue 35): each runs on
+"""The shapes migrations are written in (webapp/ops/release/steps.py): each runs on
 PostgreSQL without making the fleet wait and on SQLite as before, runs again after a try
 that stopped part of the way, and the rewritten migrations give an existing install and a
 new one the same schema."""
@@ -187,7 +187,7 @@ def test_a_post_the_copy_has_not_reached_yet_works_and_its_next_save_starts_its_
     assert "1 version" in text(client.get(f"/admin/posts/{post_id}/history"))
 
 
-OLD = "bda488d9e0b0d3520c1a7ca5034d0e18145555d3"  # the migrations before issue 35's shapes
+OLD = "bda488d9e0b0d3520c1a7ca5034d0e18145555d3"  # migrations not yet in these shapes
 SCHEMA = [
     "SELECT table_name, column_name, ordinal_position, data_type, is_nullable, "
     "coalesce(column_default, '') FROM information_schema.columns "

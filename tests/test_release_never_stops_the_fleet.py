@@ -1,4 +1,4 @@
-"""Issue 35: a release's migrations wait for a gap in the running fleet's work; the fleet
+"""A release's migrations wait for a gap in the running fleet's work; the fleet
 never waits long behind them (two real PostgreSQL sessions stand in for the old fleet)."""
 
 import contextlib

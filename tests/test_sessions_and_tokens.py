@@ -1,5 +1,5 @@
 """Sessions and API tokens end when they should: sign-out, password changes, resets,
-deactivation, expiry, and admins ending them (issue 12, findings 1, 2 and 6)."""
+deactivation, expiry, and admins ending them."""
 
 from datetime import timedelta
 
@@ -54,7 +54,7 @@ def test_signing_out_ends_the_session_for_every_copy_of_the_cookie(app, auth):
 
 
 def test_a_cookie_forged_with_the_secret_key_opens_nothing(app, auth):
-    # a guessable SECRET_KEY used to give admin: session versions started at 1
+    # the key signs a cookie, but a session's secret cannot be guessed (a version 1 could)
     admin_id = add_user(app, "root@example.com", "admin")
     auth.client(email="root@example.com")
     serializer = app.session_interface.get_signing_serializer(app)
@@ -160,7 +160,7 @@ def change_password(client):
 
 
 def test_changing_ones_password_revokes_ones_api_tokens(app, auth):
-    # issue 12, finding 1: the old bearer token still read and wrote
+    # else the old bearer token would still read and write
     browser = auth.client(email="ada@example.com")
     token = token_for(app, "ada@example.com")
     assert works(app, token)

@@ -26,7 +26,7 @@ def one_time_password(page: str) -> str:
 def test_an_admin_invites_a_user_who_sees_the_password_once_and_must_change_it(app, auth):
     admin = auth.client("admin")
     response = post_form(admin, "/admin/users/", {"email": " New@Example.com", "role": "viewer"})
-    # shown in the answer itself, kept by no cache and in no cookie (issue 12, finding 7)
+    # shown in the answer itself, kept by no cache and in no cookie
     assert response.status_code == 201 and response.headers["Cache-Control"] == "no-store"
     shown = text(response)
     password = one_time_password(shown)

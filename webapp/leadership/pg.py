@@ -339,7 +339,7 @@ class PgView:
         # statement_timestamp(), not now(): correct even inside a longer transaction
         return db.session.scalar(sa.text("SELECT statement_timestamp()"))
 
-    versions_known = False  # process_versions exists (migration 0028 ran): once, then kept
+    versions_known = False  # process_versions exists (its migration ran): once, then kept
 
     def sessions(self, keys: list[int]) -> list[LockSession]:
         """Return every lock session of this database, with the keys (of keys) it holds and

@@ -211,7 +211,7 @@ ORDER BY a.application_name, a.pid
 
 
 SESSIONS_SQL = sessions_sql(versions=True)
-UNVERSIONED_SESSIONS_SQL = sessions_sql(versions=False)  # a database before migration 0028
+UNVERSIONED_SESSIONS_SQL = sessions_sql(versions=False)  # a database without process_versions
 VERSIONS_KNOWN_SQL = sa.text("SELECT to_regclass('process_versions') IS NOT NULL")
 
 # The code this process runs, recorded by its lock session when it connects; the rows of

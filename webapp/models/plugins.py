@@ -52,7 +52,7 @@ class HookDelivery(db.Model):
     claimed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     claim: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
     claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
-    # (0015) the lock session name beside the term: a reissued term number fences nothing in
+    # the lock session name beside the term: a reissued term number fences nothing in
     claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)  # the hook call began
     # the holder that claimed it; the column keeps its name for the release running beside

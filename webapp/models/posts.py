@@ -27,7 +27,7 @@ class Post(db.Model):
             sqlite_where=sa.text("status = 'published' AND unpublish_at IS NOT NULL"),
         ),
         sa.Index("ix_posts_status_published_at", "status", "published_at"),
-        # the editors' list: newest first by id, per status, and title search (0003)
+        # the editors' list: newest first by id, per status, and title search
         sa.Index("ix_posts_status_id", "status", "id"),
         sa.Index("ix_posts_title_trgm", "title", postgresql_using="gin",
                  postgresql_ops={"title": "gin_trgm_ops"}),
@@ -73,7 +73,7 @@ class OutboxEvent(db.Model):
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # (0013) what happened, named from the occurrence, not a counter: an ops alert's
+    # what happened, named from the occurrence, not a counter: an ops alert's
     # ("ops.no_leader:<key>:<term>", written once fleet-wide) or a post's transition
     # (posts.outbox.event_key); webhook ids are derived from it
     dedupe_key: Mapped[str | None] = mapped_column(sa.String(200))

@@ -72,7 +72,7 @@ class TimerRun(db.Model):
     error: Mapped[str] = mapped_column(sa.Text, default="")
     # the holder that started it; the column keeps its name for the release running beside
     instance: Mapped[str] = mapped_column(sa.String(200), default="")
-    # (0015) the leadership of the plugin key that claimed it; a run still running under
+    # the leadership of the plugin key that claimed it; a run still running under
     # another is an orphan (its process died or lost the key) and is settled at once
     claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
     claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")

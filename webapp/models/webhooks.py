@@ -27,7 +27,7 @@ class WebhookEndpoint(db.Model):
     last_error: Mapped[str] = mapped_column(sa.String(500), default="", server_default="")
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    # (0013) the body sent: "standard" (the event as JSON) or "slack" ({"text": ...})
+    # the body sent: "standard" (the event as JSON) or "slack" ({"text": ...})
     payload_format: Mapped[str] = mapped_column(sa.String(16), default="standard",
                                                 server_default="standard")
 
@@ -42,7 +42,7 @@ class WebhookDelivery(db.Model):
     __table_args__ = (
         sa.UniqueConstraint("endpoint_id", "event_id", name="uq_webhook_deliveries_endpoint_event"),
         sa.Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
-        # (0008) each endpoint's first pending delivery, however long its queue
+        # each endpoint's first pending delivery, however long its queue
         sa.Index("ix_webhook_deliveries_endpoint_pending", "endpoint_id", "next_attempt_at",
                  postgresql_where=sa.text("status = 'pending'"),
                  sqlite_where=sa.text("status = 'pending'")),
@@ -52,7 +52,7 @@ class WebhookDelivery(db.Model):
     delivery_id: Mapped[str] = mapped_column(sa.String(36), unique=True)
     endpoint_id: Mapped[int] = mapped_column(
         sa.ForeignKey("webhook_endpoints.id", ondelete="CASCADE"), index=True)
-    # indexed (0007): deleting an outbox event looks up its deliveries to set this NULL
+    # indexed: deleting an outbox event looks up its deliveries to set this NULL
     event_id: Mapped[int | None] = mapped_column(
         BigId, sa.ForeignKey("outbox_events.id", ondelete="SET NULL"), index=True)
     topic: Mapped[str] = mapped_column(sa.String(64))
@@ -64,13 +64,13 @@ class WebhookDelivery(db.Model):
     # the sender's claim: only the claim's own writes count (a stale sender changes nothing)
     claim: Mapped[str] = mapped_column(sa.String(32), default="", server_default="")
     claimed_term: Mapped[int] = mapped_column(default=0, server_default="0")
-    # (0015) the lock session name beside the term: a reissued term number fences nothing in
+    # the lock session name beside the term: a reissued term number fences nothing in
     claimed_holder: Mapped[str] = mapped_column(sa.String(200), default="", server_default="")
     last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     response_status: Mapped[int | None]
     last_error: Mapped[str] = mapped_column(sa.String(500), default="")
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # (0023) the WAL position (bytes from 0/0) a standby must replay before it is sent:
+    # the WAL position (bytes from 0/0) a standby must replay before it is sent:
     # past its event's commit (webapp.ops.replica); NULL when nothing streams
     replica_lsn: Mapped[int | None] = mapped_column(sa.BigInteger)
