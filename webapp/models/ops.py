@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime, utcnow
 
 
-class Freeze(db.Model):
+class Freeze(Model):
     """Publishing or timers paused by an admin, with why; the row goes on resume."""
 
     __tablename__ = "freezes"
@@ -22,7 +22,7 @@ class Freeze(db.Model):
     on_resume: Mapped[str] = mapped_column(sa.String(16), default="publish")
 
 
-class Deploy(db.Model):
+class Deploy(Model):
     """A release the release phase recorded: which version, from where, and when."""
 
     __tablename__ = "deploys"

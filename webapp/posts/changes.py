@@ -90,7 +90,8 @@ def _change_unpublish_time(post: Post, unpublish_at: datetime | None, now: datet
         _set(post, "post.unpublish_time", unpublish_at=unpublish_at)
     elif post.status == "scheduled":
         check_times(None, unpublish_at, now)
-        if unpublish_at is not None and unpublish_at <= post.publish_at:
+        if (unpublish_at is not None and post.publish_at is not None
+                and unpublish_at <= post.publish_at):
             raise PostError({"unpublish_at": "The unpublish time must come after the post's "
                                              "publish time."})
         _set(post, "post.schedule", unpublish_at=unpublish_at)

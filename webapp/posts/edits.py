@@ -3,6 +3,7 @@
 import hashlib
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -175,7 +176,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
     db.session.add(post)
-    detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
+    detail: dict[str, object] = {"title": post.title, "slug": post.slug,
+                                  "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
     _commit_or_slug_taken(post, detail, wake=publish_at is not None)
@@ -234,7 +236,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     return get_post(post_id)
 
 
-def updated(rows: list[sa.Row], now: datetime, writer: str = "") -> None:
+def updated(rows: Sequence[sa.Row | Post], now: datetime, writer: str = "") -> None:
     """Add the post.updated events of live posts whose text changed (rows: as _move returns)."""
     write_outbox("post.updated", rows, now, writer)
     wake_scheduler(PLUGINS.name)

@@ -1,5 +1,7 @@
 """The editors' posts: list, write with a live preview, schedule, publish, unpublish."""
 
+from datetime import datetime
+
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
@@ -181,7 +183,8 @@ def read_times(sched: dict, names: tuple[str, ...], optional: tuple[str, ...] = 
         get_zone(sched["zone"])
     except TimeInputError as exc:
         raise PostError({"zone": str(exc)}) from None
-    times, errors = {}, {}
+    times: dict[str, datetime | None] = {}
+    errors: dict[str, str] = {}
     for name in names:
         if not sched.get(name) and name in optional:
             times[name] = None

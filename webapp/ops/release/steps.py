@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
@@ -95,7 +96,7 @@ def patient() -> Iterator[None]:
     _op().execute(limits.short_sql())
 
 
-def _scalar(sql: str, **params: object) -> object:
+def _scalar(sql: str, **params: object) -> Any:
     return _op().get_bind().execute(sa.text(sql), params).scalar()
 
 
