@@ -51,8 +51,8 @@ class ClockChange:
 
     def names(self) -> tuple[str, str]:
         """Return the zone's abbreviations before and after (CET, CEST)."""
-        return ((self.at - _SECOND).astimezone(self.zone).tzname(),
-                self.at.astimezone(self.zone).tzname())
+        return ((self.at - _SECOND).astimezone(self.zone).tzname() or "",
+                self.at.astimezone(self.zone).tzname() or "")
 
     def headline(self) -> str:
         """Say the change: 'clocks go forward 1 h at 02:00 on Sun 29 Mar 2026 (CET → CEST)'."""
@@ -75,18 +75,19 @@ def clock(wall: datetime) -> str:
     return wall.strftime("%H:%M:%S" if wall.second else "%H:%M")
 
 
-def _offset(moment: datetime, zone: ZoneInfo) -> timedelta:
-    return moment.astimezone(zone).utcoffset()
+def utc_offset(moment: datetime, zone: ZoneInfo) -> timedelta:
+    """Return the zone's offset from UTC at moment (a ZoneInfo always has one)."""
+    return moment.astimezone(zone).utcoffset() or timedelta(0)
 
 
 def _narrow(zone: ZoneInfo, low: datetime, high: datetime) -> ClockChange:
     """Return the change between low (old offset) and high (new offset), to the second."""
-    before, after = _offset(low, zone), _offset(high, zone)
+    before, after = utc_offset(low, zone), utc_offset(high, zone)
     low = low.replace(microsecond=0)
     while high - low > _SECOND:
         middle = low + (high - low) / 2
         middle = middle.replace(microsecond=0)
-        if _offset(middle, zone) == before:
+        if utc_offset(middle, zone) == before:
             low = middle
         else:
             high = middle
@@ -96,10 +97,10 @@ def _narrow(zone: ZoneInfo, low: datetime, high: datetime) -> ClockChange:
 def changes_between(zone: ZoneInfo, start: datetime, end: datetime) -> list[ClockChange]:
     """Return the zone's clock changes after start and at or before end (aware moments)."""
     found: list[ClockChange] = []
-    low, offset = start, _offset(start, zone)
+    low, offset = start, utc_offset(start, zone)
     while low < end:
         high = min(low + DAY, end)
-        next_offset = _offset(high, zone)
+        next_offset = utc_offset(high, zone)
         if next_offset != offset:
             found.append(_narrow(zone, low, high))
         low, offset = high, next_offset

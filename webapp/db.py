@@ -9,12 +9,14 @@ import hashlib
 import os
 import re
 import secrets
+import sqlite3
 import string
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import psycopg
 import psycopg.conninfo
@@ -23,6 +25,8 @@ from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.default import DefaultExecutionContext
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from .extensions import db
 
@@ -98,7 +102,7 @@ def parse_identity_parts(application_name: str) -> Identity | None:
     else:
         return None
     parts = rest.split(":")
-    letters = []
+    letters: list[str] = []
     while parts and len(letters) < 2 and _letters(parts[-1]):
         letters.insert(0, parts.pop())
     if len(parts) < 2 or not (parts[-1].isascii() and parts[-1].isdigit()):
@@ -283,10 +287,11 @@ def watch_connections(engine: Engine, instance: str, role: str) -> None:
     """
 
     @event.listens_for(engine, "do_connect")
-    def _connect(dialect: sa.Dialect, record: object, cargs: list, cparams: dict) -> object:
+    def _connect(dialect: sa.Dialect, record: ConnectionPoolEntry, cargs: list,
+                 cparams: dict) -> psycopg.Connection:
         record.info["nonce"] = current_nonce()
         cparams["application_name"] = identity(instance, role=role, nonce=record.info["nonce"])
-        connection = dialect.connect(*cargs, **cparams)
+        connection = cast(psycopg.Connection, dialect.connect(*cargs, **cparams))
         if read_only_server(connection):  # an error the request answers 503 for
             connection.close()
             raise psycopg.OperationalError("the server is read-only (a standby): no primary "
@@ -294,7 +299,8 @@ def watch_connections(engine: Engine, instance: str, role: str) -> None:
         return connection
 
     @event.listens_for(engine, "checkout")
-    def _refuse_read_only(dbapi_connection: object, record: object, _proxy: object) -> None:
+    def _refuse_read_only(dbapi_connection: psycopg.Connection, record: ConnectionPoolEntry,
+                          _proxy: object) -> None:
         if read_only_server(dbapi_connection):  # it became one: connect again
             raise sa.exc.DisconnectionError("the server is read-only (a standby)")
         if record.info.get("nonce", current_nonce()) != current_nonce():
@@ -357,7 +363,7 @@ def wake_scheduler(name: str) -> None:
                            {"channel": WAKE_CHANNEL, "name": name})
 
 
-def insert_ignoring_conflicts(model: type, keys: list[str]) -> sa.Insert:
+def insert_ignoring_conflicts(model: type, keys: list[str] | None) -> sa.Insert:
     """Return INSERT … ON CONFLICT (keys) DO NOTHING: the row is written at most once."""
     insert = postgresql.insert if is_postgres() else sqlite.insert
     return insert(model).on_conflict_do_nothing(index_elements=keys)
@@ -395,7 +401,7 @@ def enable_sqlite_pragmas(engine: Engine) -> None:
     """
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: object, _record: object) -> None:
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA busy_timeout=15000")
@@ -404,8 +410,9 @@ def enable_sqlite_pragmas(engine: Engine) -> None:
         dbapi_connection.isolation_level = None  # we say when a transaction begins
 
     @event.listens_for(engine, "before_cursor_execute")
-    def _begin_before_writing(conn: sa.Connection, cursor: object, statement: str,
-                              _parameters: object, context: object, _many: bool) -> None:
+    def _begin_before_writing(conn: sa.Connection, cursor: sqlite3.Cursor, statement: str,
+                              _parameters: object, context: DefaultExecutionContext,
+                              _many: bool) -> None:
         dbapi_connection = cursor.connection
         if dbapi_connection.in_transaction or not _writes_or_locks(statement, context):
             return
@@ -416,7 +423,7 @@ def enable_sqlite_pragmas(engine: Engine) -> None:
 _PLAIN_READ = re.compile(r"[\s(]*(SELECT|PRAGMA|EXPLAIN)\b", re.IGNORECASE)
 
 
-def _writes_or_locks(statement: str, context: object) -> bool:
+def _writes_or_locks(statement: str, context: DefaultExecutionContext) -> bool:
     """Return whether a statement must run inside a write transaction on SQLite.
 
     A SELECT … FOR UPDATE counts: SQLite has no row locks, its one lock is the write lock.
@@ -427,6 +434,11 @@ def _writes_or_locks(statement: str, context: object) -> bool:
     if isinstance(query, sa.sql.selectable.GenerativeSelect):
         return query._for_update_arg is not None
     return not _PLAIN_READ.match(statement)  # DDL, SAVEPOINT, raw SQL other than a read
+
+
+def rows_changed(statement: sa.Executable) -> int:
+    """Run an UPDATE or DELETE in the session; return how many rows it changed."""
+    return cast(sa.CursorResult[Any], db.session.execute(statement)).rowcount
 
 
 def read_without_transaction() -> None:

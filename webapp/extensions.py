@@ -1,6 +1,7 @@
 """Extension objects, created unbound and initialised in create_app."""
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flask import Flask
 from flask_login import LoginManager
@@ -16,6 +17,10 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
+if TYPE_CHECKING:  # db.Model is made from Base at run time, where no checker reads it
+    Model = Base
+else:
+    Model = db.Model
 login_manager = LoginManager()
 csrf = CSRFProtect()
 

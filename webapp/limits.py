@@ -31,7 +31,7 @@ class TooLarge(RequestEntityTooLarge):
 def init_app(app: Flask) -> None:
     """Read chunked bodies whole before the app, refusing those over MAX_CONTENT_LENGTH."""
     app.extensions.setdefault(UPLOADS, {})
-    app.wsgi_app = ChunkedBodyLimit(app.wsgi_app, app)
+    app.wsgi_app = ChunkedBodyLimit(app.wsgi_app, app)  # type: ignore[method-assign]
     app.before_request_funcs.setdefault(None, []).insert(0, refuse_body_too_large)
 
 

@@ -9,6 +9,7 @@ back with its zone abbreviation so the editor can see which one it is.
 import re
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import TypeGuard
 from zoneinfo import ZoneInfo, available_timezones
 
 # showing a time is timefmt's job; format_local and relative stay importable from here
@@ -39,7 +40,7 @@ def zone_names() -> frozenset[str]:
     return frozenset(available_timezones())
 
 
-def is_zone(name: str | None) -> bool:
+def is_zone(name: str | None) -> TypeGuard[str]:
     """Return whether name is a known IANA zone."""
     return bool(name) and name in zone_names()
 

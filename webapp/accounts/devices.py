@@ -18,6 +18,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import after_this_request, request
 
+from ..db import rows_changed
 from ..extensions import db
 from ..models import User, UserDevice, utcnow
 from .tokens import hash_token
@@ -87,5 +88,5 @@ def revoke_all(user: User, keep_current: bool = False) -> int:
     current = _cookie_device() if keep_current else None
     if current is not None and current.user_id == user.id:
         where = sa.and_(where, UserDevice.id != current.id)
-    return db.session.execute(sa.update(UserDevice).where(where).values(
-        revoked_at=utcnow())).rowcount
+    return rows_changed(sa.update(UserDevice).where(where).values(
+        revoked_at=utcnow()))

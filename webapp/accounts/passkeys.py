@@ -63,6 +63,14 @@ def relying_party() -> tuple[str, str] | None:
     return parts.hostname or "", f"{parts.scheme}://{parts.netloc}"
 
 
+def _relying_party() -> tuple[str, str]:
+    """Return (rp id, origin); refuse when passkeys cannot work here."""
+    rp = relying_party()
+    if rp is None:
+        raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
+    return rp
+
+
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
@@ -98,9 +106,7 @@ def _take(credential: dict, purpose: str) -> WebAuthnChallenge:
 
 def registration_options(user: User) -> str:
     """Return the options (JSON) for navigator.credentials.create, for a new passkey."""
-    rp = relying_party()
-    if rp is None:
-        raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
+    rp = _relying_party()
     webauthn, structs = _webauthn()
     options = webauthn.generate_registration_options(
         rp_id=rp[0], rp_name=current_app.config["SITE_NAME"],
@@ -119,7 +125,7 @@ def register(user: User, credential: dict, name: str) -> Passkey:
     found = _take(credential, "register")
     if found.user_id != user.id:
         raise PasskeyError("This request was made for someone else.")
-    rp = relying_party()
+    rp = _relying_party()
     webauthn, _structs = _webauthn()
     verified = _verify(webauthn.verify_registration_response, None, credential=credential,
                        expected_challenge=base64.urlsafe_b64decode(found.challenge + "=="),
@@ -136,9 +142,7 @@ def register(user: User, credential: dict, name: str) -> Passkey:
 def authentication_options(user: User | None = None) -> str:
     """Return the options (JSON) for navigator.credentials.get: any passkey of this site, or
     user's (the second step after their password)."""
-    rp = relying_party()
-    if rp is None:
-        raise PasskeyError("Passkeys need SITE_URL set to this site's address.")
+    rp = _relying_party()
     webauthn, structs = _webauthn()
     allowed = [structs.PublicKeyCredentialDescriptor(id=p.credential_id)
                for p in listed(user)] if user is not None else None
@@ -164,7 +168,7 @@ def authenticate(credential: dict) -> User:
     passkey = db.session.scalar(sa.select(Passkey).where(Passkey.credential_id == raw_id))
     if passkey is None:
         raise PasskeyError("This passkey is not known here (was it removed?).")
-    rp = relying_party()
+    rp = _relying_party()
     webauthn, _structs = _webauthn()
     user = db.session.get(User, passkey.user_id)
     verified = _verify(webauthn.verify_authentication_response, user, credential=credential,

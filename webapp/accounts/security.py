@@ -45,7 +45,8 @@ def init_app(app: Flask) -> None:
     app.before_request(require_two_factor)
     if app.config["TRUST_PROXY_HOPS"]:
         hops = app.config["TRUST_PROXY_HOPS"]
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0)
+        proxied = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0)
+        app.wsgi_app = proxied  # type: ignore[method-assign]
 
 
 def _replace_default(app: Flask, name: str, flask_default: object, value: object) -> None:

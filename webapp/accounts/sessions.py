@@ -13,6 +13,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import rows_changed
 from ..extensions import db
 from ..models import User, UserSession, utcnow
 from ..ops import audit
@@ -134,7 +135,7 @@ def _end(where, ids: list[int] | None, why: str) -> int:
     statement = sa.update(UserSession).where(where, UserSession.ended_at.is_(None))
     if ids is not None:
         statement = statement.where(UserSession.id.in_(ids))
-    return db.session.execute(statement.values(ended_at=utcnow(), ended_why=why)).rowcount
+    return rows_changed(statement.values(ended_at=utcnow(), ended_why=why))
 
 
 def list_sessions(user: User, limit: int = 20) -> list[UserSession]:

@@ -77,7 +77,7 @@ def step_up(view):
                                passkey=passkeys.has_any(current_user))
         return (page, 429, throttle.retry_after(wait)) if wait else (page, 401)
 
-    guarded.needs_fresh_proof = True  # kept by the decorators above it (functools.wraps)
+    guarded.needs_fresh_proof = True  # type: ignore[attr-defined]  # kept by functools.wraps
     return guarded
 
 
@@ -117,7 +117,7 @@ def _check_proof() -> tuple[str | None, int]:
     wait = tried.wait(method)
     if wait:
         return f"Too many wrong tries. Try again in {throttle.wait_message(wait)}.", wait
-    how = totp.check(current_user, code) if method != "password" else None
+    how = totp.check(current_user, code) if method != "password" and code else None
     if how is None and password and current_user.check_password(password):
         how = "password"
     if how is None:

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from ..db import rows_changed
 from ..extensions import db
 from ..models import ApiToken, User, utcnow
 from ..ops import audit
@@ -76,7 +77,7 @@ def revoke_tokens(user: User, why: str, only: int | None = None) -> int:
                                           ApiToken.revoked_at.is_(None))
     if only is not None:
         statement = statement.where(ApiToken.id == only)
-    return db.session.execute(statement.values(revoked_at=utcnow(), revoked_why=why)).rowcount
+    return rows_changed(statement.values(revoked_at=utcnow(), revoked_why=why))
 
 
 def list_tokens(user: User, limit: int = 50) -> list[ApiToken]:

@@ -23,6 +23,7 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from flask import current_app
 from sqlalchemy.orm.attributes import set_committed_value
 
+from ..db import rows_changed
 from ..extensions import db
 from ..models import RecoveryCode, User, utcnow
 
@@ -119,11 +120,11 @@ def check(user: User, code: str) -> str | None:
     if step is not None:
         return "totp" if _spend(user, secret, step) else None
     typed = "".join(code.lower().split()).replace("-", "")
-    used = db.session.execute(
+    used = rows_changed(
         sa.update(RecoveryCode).where(RecoveryCode.user_id == user.id,
                                       RecoveryCode.code_hash == _hash(typed),
                                       RecoveryCode.used_at.is_(None))
-        .values(used_at=utcnow())).rowcount
+        .values(used_at=utcnow()))
     return "recovery code" if used else None
 
 
@@ -132,10 +133,10 @@ def _spend(user: User, secret: str, step: int) -> bool:
     one code only the first to write wins (the other waits for the row, then finds the step
     used). The secret is re-encrypted with the current key on the way."""
     stored = _fernet().encrypt(secret.encode()).decode()
-    spent = db.session.execute(
+    spent = rows_changed(
         sa.update(User).where(User.id == user.id, User.totp_last_step < step)
         .values(totp_last_step=step, totp_secret=stored)
-        .execution_options(synchronize_session=False)).rowcount
+        .execution_options(synchronize_session=False))
     if spent:
         set_committed_value(user, "totp_last_step", step)
         set_committed_value(user, "totp_secret", stored)
@@ -144,7 +145,7 @@ def _spend(user: User, secret: str, step: int) -> bool:
 
 def recovery_codes_left(user: User) -> int:
     return db.session.scalar(sa.select(sa.func.count()).select_from(RecoveryCode).where(
-        RecoveryCode.user_id == user.id, RecoveryCode.used_at.is_(None)))
+        RecoveryCode.user_id == user.id, RecoveryCode.used_at.is_(None))) or 0
 
 
 def regenerate(user: User) -> list[str]:

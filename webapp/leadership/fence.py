@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.orm import QueryableAttribute
 
 from ..db import boot_id
 from ..extensions import db
@@ -63,7 +64,8 @@ class Lead:
         """Return the fence: this is the plugin key's leadership now."""
         return leads(PLUGINS.value, self.term, self.holder)
 
-    def other(self, term: sa.Column, holder: sa.Column) -> sa.ColumnElement[bool]:
+    def other(self, term: QueryableAttribute[int],
+              holder: QueryableAttribute[str]) -> sa.ColumnElement[bool]:
         """Return whether a claim's (term, holder) columns name another leadership."""
         return sa.or_(term != self.term, holder != self.holder)
 

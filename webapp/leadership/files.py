@@ -195,11 +195,11 @@ class FileLockSession(BaseLockSession):
         )
 
     def record_event(self, key: int, kind: str, term: int | None, holder: str,
-                     detail: str = "", at: object = None) -> None:
+                     detail: str = "", at: datetime | None = None) -> None:
         """Append one leadership event."""
-        at = _stamp(at) if at else None
+        stamp = _stamp(at) if at else None
         with self._db() as conn:
-            self._event(conn, key, kind, term, holder, detail, at)
+            self._event(conn, key, kind, term, holder, detail, stamp)
 
     def release(self, key: int, term: int, detail: str = "") -> bool:
         """Record the release, then unlock key fully.

@@ -84,7 +84,7 @@ class LocalLease:
     def beat(self) -> None:
         """Stamp the lease: this candidate is alive."""
         if self.fd is not None:
-            self._write()
+            self._write(self.fd)
 
     def release(self) -> None:
         """Stop being the candidate (a sibling takes over at its next try)."""
@@ -119,9 +119,9 @@ class LocalLease:
         if self.fd is None or bool(down) == (self.offline_since is not None):
             return  # nothing changed
         self.offline_since = time.monotonic() - down if down else None
-        self._write()
+        self._write(self.fd)
 
-    def _write(self) -> None:
+    def _write(self, fd: int) -> None:
         """Write the whole record, one length always, in one pwrite: a sibling never reads
         a half-written or shortened one."""
         since = self.offline_since
@@ -130,13 +130,13 @@ class LocalLease:
         # pid, then the wall-clock time it went offline (read by an older version), then
         # the monotonic stamp and offline time this version reads
         text = f"{os.getpid():<10}\n{wall:<20}\n{time.monotonic():<20.6f} {mono:<20}\n"
-        os.pwrite(self.fd, text.encode(), 0)
+        os.pwrite(fd, text.encode(), 0)
 
     def _own(self, fd: int) -> None:
         os.ftruncate(fd, 0)
         self.fd = fd
         self.offline_since = None
-        self._write()
+        self._write(fd)
 
     def _break_if_stale(self) -> bool:
         """Take the lease from a holder that stopped stamping it; return whether taken."""

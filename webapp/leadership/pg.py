@@ -11,9 +11,11 @@ import logging
 import os
 import threading
 from datetime import datetime
+from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg.abc import Params
 
 from ..config import load_config
 from ..db import (
@@ -102,7 +104,7 @@ class PgLockSession(BaseLockSession):
         """Open the lock connection, refuse a pooler, and LISTEN for wake-ups."""
         self.close()
         info = libpq_conninfo(self.url)
-        extra = {"options": self.options} if self.options else {}
+        extra: dict[str, Any] = {"options": self.options} if self.options else {}
         if self.opened:  # back after a loss: an eviction aimed at the old session misses us
             renew_nonce()
         self.session_name = identity(self.instance)
@@ -143,7 +145,7 @@ class PgLockSession(BaseLockSession):
         if conn is not None:
             conn.close()
 
-    def execute(self, sql: str, params: object = None) -> list[tuple]:
+    def execute(self, sql: str, params: Params | None = None) -> list[tuple]:
         """Run one statement on the lock connection and return its rows."""
         conn = self.conn
         if conn is None or conn.closed or conn.broken:
@@ -297,6 +299,11 @@ def check_writable(conn: psycopg.Connection | None) -> None:
                               "connecting again to find the primary")
 
 
+def _backend_pid(conn: psycopg.Connection) -> int:
+    """Return the pid of the backend conn's statement runs on."""
+    return conn.execute("SELECT pg_backend_pid()").fetchall()[0][0]
+
+
 def check_direct_connection(conn: psycopg.Connection, info: str,
                             keepalives: dict | None = None, allow_pooler: bool = False) -> None:
     """Refuse a lock connection that does not run on the backend it started on.
@@ -307,7 +314,7 @@ def check_direct_connection(conn: psycopg.Connection, info: str,
     mode one client's consecutive statements can land on different backends, and two open
     clients can share one backend; neither ever happens to a session-mode connection.
     """
-    first = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    first = _backend_pid(conn)
     if first == conn.info.backend_pid:
         return
     if not allow_pooler:
@@ -317,8 +324,8 @@ def check_direct_connection(conn: psycopg.Connection, info: str,
             f"breaks session advisory locks: {DIRECT_HINT}; or, if it is a session-mode "
             "pooler, set LOCK_ALLOW_POOLER=true")
     with psycopg.connect(info, autocommit=True, **(keepalives or KEEPALIVE)) as probe:
-        other = probe.execute("SELECT pg_backend_pid()").fetchone()[0]
-        seen = [conn.execute("SELECT pg_backend_pid()").fetchone()[0] for _ in range(3)]
+        other = _backend_pid(probe)
+        seen = [_backend_pid(conn) for _ in range(3)]
     if set(seen) != {first} or other == first:
         raise TransactionPoolerError(
             "the lock connection goes through a transaction-mode pooler such as PgBouncer "

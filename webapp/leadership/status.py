@@ -8,6 +8,7 @@ SQLite mode the same shape comes from the lock files of the one host.
 """
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
@@ -129,8 +130,8 @@ def snapshot(history_size: int = HISTORY_SIZE) -> Snapshot:
     return Snapshot(view.mode, now, stale, keys, sessions, history)
 
 
-def holder_ages(mode: str, sessions: list[LockSession], states: dict[int, LeaderState],
-          now: datetime) -> dict[int, Age]:
+def holder_ages(mode: str, sessions: list[LockSession],
+                states: Mapping[int, LeaderState | sa.Row], now: datetime) -> dict[int, Age]:
     """Return each held key's holder, whether its term is recorded, and its age.
 
     On PostgreSQL by the very expression the standbys evict with (pg_sql.LAST_SIGN_SQL):
@@ -147,7 +148,7 @@ def holder_ages(mode: str, sessions: list[LockSession], states: dict[int, Leader
             state = states.get(key)
             recorded = bool(state and state.heartbeat_at
                             and state.holder_pid == session.holder_pid)
-            at = state.heartbeat_at if recorded else session.backend_start
+            at = state.heartbeat_at if recorded and state else session.backend_start
             found[key] = Age(session.holder_pid, recorded,
                              None if at is None else max((now - at).total_seconds(), 0.0))
     return found

@@ -181,7 +181,7 @@ def _refuse_past_budget(image: Image.Image, data: bytes, max_decoded_mb: int) ->
     if image.format == "GIF":
         frames, width, height = gif_frames(data)
     elif _animated(image):  # an APNG's or a WebP's count is in its header
-        frames = image.n_frames
+        frames = getattr(image, "n_frames", 1)  # only multi-frame formats have one
     channels = 4 if frames > 1 else len(image.getbands())
     decoded = width * height * frames * channels
     if decoded > max_decoded_mb * 1_000_000:
@@ -248,9 +248,10 @@ def _encode(image: Image.Image, fmt: str) -> tuple[tuple[Encoded, ...], tuple[En
         still = still.convert("RGB")
     out, webp = [], []
     for variant, picture in _widths(still):
-        out.append(Encoded(variant, *picture.size, _save(picture, fmt, icc)))
+        out.append(Encoded(variant, picture.width, picture.height, _save(picture, fmt, icc)))
         if fmt != "WEBP" and still.mode != "CMYK" and picture.width <= WIDTHS[-1]:
-            webp.append(Encoded(variant, *picture.size, _save_webp(picture, fmt, icc)))
+            webp.append(Encoded(variant, picture.width, picture.height,
+                                _save_webp(picture, fmt, icc)))
     # the original first, then the widths smallest first; the copies by width (the original,
     # when it has one, is the widest)
     return (out[0], *sorted(out[1:], key=lambda e: e.width)), tuple(

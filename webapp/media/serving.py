@@ -101,7 +101,7 @@ def read_variant(sha256: str, variant: str, ext: str):
 
 def init_app(app: Flask) -> None:
     """Answer GETs of media by content address before Flask runs."""
-    app.wsgi_app = ServeFirst(app.wsgi_app, app)
+    app.wsgi_app = ServeFirst(app.wsgi_app, app)  # type: ignore[method-assign]
 
 
 class ServeFirst:

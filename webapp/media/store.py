@@ -106,7 +106,10 @@ def upload(data: bytes, name: str, alt: str, limit: int,
         db.session.commit()
     except IntegrityError:  # the same file, uploaded at the same moment elsewhere
         db.session.rollback()
-        return _by_address(made.sha256), False
+        found = _by_address(made.sha256)
+        if found is None:  # another conflict than the same file's
+            raise
+        return found, False
     return row, True
 
 
@@ -132,7 +135,7 @@ def add_webp() -> int:
             made = images.webp_copies(original.data) if row and not row.webp and original else ()
         except images.ImageRefused:  # stored before a check that refuses it now: left as is
             made = ()
-        if made:  # an animation gets none
+        if made and row is not None:  # an animation gets none
             db.session.add_all(_variant_rows(file_id, (), made))
             row.webp = ",".join(v.variant for v in made)
             done += 1

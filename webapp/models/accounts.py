@@ -7,7 +7,7 @@ from flask import current_app
 from sqlalchemy.orm import Mapped, mapped_column
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime, utcnow
 
 
@@ -22,7 +22,7 @@ def hash_password(password: str) -> str:
     return generate_password_hash(password, password_method())
 
 
-class User(db.Model):
+class User(Model):
     """A person who signs in: admin, editor or viewer."""
 
     __tablename__ = "users"
@@ -43,6 +43,14 @@ class User(db.Model):
 
     ROLES = ("admin", "editor", "viewer")
     RANK = {"viewer": 1, "editor": 2, "admin": 3}
+
+    # what a request's user is beyond its row, set when it is loaded (no columns): its
+    # browser's session (webapp.accounts.sessions) or its API token (webapp.accounts.tokens)
+    __allow_unmapped__ = True
+    session_secret: str = ""
+    session_id: int | None = None
+    api_token_id: int | None = None
+    api_token_dangerous: bool = False
 
     # Flask-Login
     @property
@@ -77,7 +85,7 @@ class User(db.Model):
         return check_password_hash(self.password_hash, password)
 
 
-class LoginFailure(db.Model):
+class LoginFailure(Model):
     """A failed sign-in, counted per address and per account to slow guessing down."""
 
     __tablename__ = "login_failures"
@@ -92,7 +100,7 @@ class LoginFailure(db.Model):
     device_id: Mapped[int | None] = mapped_column(sa.Integer, index=True)
 
 
-class RateLimitHit(db.Model):
+class RateLimitHit(Model):
     """One request counted against its address's allowance of some kind (webapp.accounts.
     ratelimit): a failed API token, an anonymous passkey challenge."""
 
@@ -106,7 +114,7 @@ class RateLimitHit(db.Model):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class AccountPolicy(db.Model):
+class AccountPolicy(Model):
     """One row (id 1), written on the first change; absent, nobody must use two-factor."""
 
     __tablename__ = "account_policy"
@@ -119,7 +127,7 @@ class AccountPolicy(db.Model):
                                                      server_default="nobody")
 
 
-class Passkey(db.Model):
+class Passkey(Model):
     """A WebAuthn credential (a passkey) a user registered: its public key, never a secret."""
 
     __tablename__ = "passkeys"
@@ -135,7 +143,7 @@ class Passkey(db.Model):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class WebAuthnChallenge(db.Model):
+class WebAuthnChallenge(Model):
     """A challenge handed to a browser for one ceremony: single-use, expiring, server-side."""
 
     __tablename__ = "webauthn_challenges"
@@ -147,7 +155,7 @@ class WebAuthnChallenge(db.Model):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
-class RecoveryCode(db.Model):
+class RecoveryCode(Model):
     """A single-use code that stands in for the authenticator app: only its SHA-256 kept."""
 
     __tablename__ = "recovery_codes"
@@ -159,7 +167,7 @@ class RecoveryCode(db.Model):
     used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class UserDevice(db.Model):
+class UserDevice(Model):
     """A browser that signed in to an account: its device cookie holds a random secret, the
     server its SHA-256 (OWASP's device cookies). Failures from it count against it alone,
     so neither a stranger's guessing nor a list of addresses locks its owner out."""
@@ -176,7 +184,7 @@ class UserDevice(db.Model):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-class UserSession(db.Model):
+class UserSession(Model):
     """A signed-in browser: the cookie holds a random secret, the server its SHA-256.
 
     Ending the row (sign-out, a password change or reset, deactivation, an admin) ends the
@@ -197,7 +205,7 @@ class UserSession(db.Model):
     ended_why: Mapped[str] = mapped_column(sa.String(40), default="", server_default="")
 
 
-class ApiToken(db.Model):
+class ApiToken(Model):
     """A bearer token for the JSON API; only its SHA-256 is stored, it acts as its user."""
 
     __tablename__ = "api_tokens"

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class AuditEvent(db.Model):
+class AuditEvent(Model):
     """Who changed what, when, from where and how (web, api, cli); never a secret.
 
     actor keeps the email even after the user is deleted (actor_id is then NULL).

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class LeaderState(db.Model):
+class LeaderState(Model):
     """The current term, holder and heartbeat of one scheduler key."""
 
     __tablename__ = "leader_state"
@@ -25,7 +25,7 @@ class LeaderState(db.Model):
     step_down_requested: Mapped[bool] = mapped_column(default=False)
 
 
-class LeaderEvent(db.Model):
+class LeaderEvent(Model):
     """One change of leadership: acquired, released, lost or evicted."""
 
     __tablename__ = "leader_events"
@@ -40,7 +40,7 @@ class LeaderEvent(db.Model):
     at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class ProcessVersion(db.Model):
+class ProcessVersion(Model):
     """The code one process runs, recorded by its lock session when it connects.
 
     Keyed by the process's boot id (the part of its application_name that never repeats):

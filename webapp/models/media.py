@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime, utcnow
 
 
-class MediaFile(db.Model):
+class MediaFile(Model):
     """An uploaded image, addressed by the SHA-256 of the original as stored (EXIF gone).
 
     Listing these never reads the bytes: they live in media_variants, one row per width.
@@ -40,7 +40,7 @@ class MediaFile(db.Model):
         return [int(w) for w in self.widths.split(",") if w]
 
 
-class MediaVariant(db.Model):
+class MediaVariant(Model):
     """The bytes of one file at one width ("orig", or "480", "960", "1600"), in the file's
     type; its WebP copies are "orig.webp", "480.webp" ... (MediaFile.webp names them)."""
 

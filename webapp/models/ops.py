@@ -1,15 +1,16 @@
-"""Model what ops set on or record of the whole fleet: freezes, and deploys."""
+"""Model what ops set on or record of the whole fleet: freezes, deploys, and the backfills a
+release left to the fleet."""
 
 from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime, utcnow
 
 
-class Freeze(db.Model):
+class Freeze(Model):
     """Publishing or timers paused by an admin, with why; the row goes on resume."""
 
     __tablename__ = "freezes"
@@ -22,7 +23,7 @@ class Freeze(db.Model):
     on_resume: Mapped[str] = mapped_column(sa.String(16), default="publish")
 
 
-class Deploy(db.Model):
+class Deploy(Model):
     """A release the release phase recorded: which version, from where, and when."""
 
     __tablename__ = "deploys"
@@ -38,7 +39,7 @@ class Deploy(db.Model):
     release_report: Mapped[str | None] = mapped_column(sa.Text)  # JSON: each migration
 
 
-class ReleaseBackfill(db.Model):
+class ReleaseBackfill(Model):
     """A migration's backfill the release began and the fleet finishes (webapp.ops.release.
     backfills): its statement, and how far its batches went."""
 

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class PluginState(db.Model):
+class PluginState(Model):
     """Whether an admin has switched a plugin off (no row: on)."""
 
     __tablename__ = "plugin_states"
@@ -21,7 +21,7 @@ class PluginState(db.Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class PluginDocument(db.Model):
+class PluginDocument(Model):
     """A document a plugin builds and every instance serves (e.g. the sitemap)."""
 
     __tablename__ = "plugin_documents"
@@ -32,7 +32,7 @@ class PluginDocument(db.Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class HookDelivery(db.Model):
+class HookDelivery(Model):
     """One outbox event handed to one plugin's hook, retried until it succeeds."""
 
     __tablename__ = "hook_deliveries"

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class Post(db.Model):
+class Post(Model):
     """A post with its publication schedule."""
 
     __tablename__ = "posts"
@@ -48,7 +48,7 @@ class Post(db.Model):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 
 
-class OutboxEvent(db.Model):
+class OutboxEvent(Model):
     """An event written in the same transaction as the change it describes."""
 
     __tablename__ = "outbox_events"

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime, utcnow
 
 
-class PreviewLink(db.Model):
+class PreviewLink(Model):
     """A link that shows a draft or scheduled post to anyone holding it, until it ends.
 
     Only the token's SHA-256 is stored: the link is shown once, when it is made. It shows

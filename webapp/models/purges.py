@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class CachePurge(db.Model):
+class CachePurge(Model):
     """The keys one event makes stale, to purge from one cache (a CACHE_PURGE entry)."""
 
     __tablename__ = "cache_purges"

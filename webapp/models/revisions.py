@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class PostRevision(db.Model):
+class PostRevision(Model):
     """One version of a post's title and body: who wrote it, when, and whether readers saw it.
 
     Every save writes one (the newest is the post's current text), so "the version a save
@@ -33,7 +33,7 @@ class PostRevision(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class ScheduledChange(db.Model):
+class ScheduledChange(Model):
     """New text for a published post, swapped in by the publish leader at apply_at, once.
 
     base_digest names the text it was written against: when the live post's text has

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import UTCDateTime
 
 
-class SiteState(db.Model):
+class SiteState(Model):
     """One row (id 1), written on the first change; absent, the environment's defaults hold."""
 
     __tablename__ = "site_state"

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class Timer(db.Model):
+class Timer(Model):
     """A stored schedule that runs one plugin action."""
 
     __tablename__ = "timers"
@@ -48,7 +48,7 @@ class Timer(db.Model):
         return f"{self.plugin}.{self.action}"
 
 
-class TimerRun(db.Model):
+class TimerRun(Model):
     """One slot of a timer: claimed (UNIQUE per slot) before it runs, then its outcome."""
 
     __tablename__ = "timer_runs"

@@ -5,11 +5,11 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import db
+from ..extensions import Model
 from .types import BigId, UTCDateTime, utcnow
 
 
-class WebhookEndpoint(db.Model):
+class WebhookEndpoint(Model):
     """An admin's webhook receiver; the secret signs bodies and is never shown again."""
 
     __tablename__ = "webhook_endpoints"
@@ -35,7 +35,7 @@ class WebhookEndpoint(db.Model):
         return f"<WebhookEndpoint {self.id} {self.url}>"
 
 
-class WebhookDelivery(db.Model):
+class WebhookDelivery(Model):
     """One event for one endpoint: a fixed body and id, retried with backoff."""
 
     __tablename__ = "webhook_deliveries"

@@ -72,7 +72,7 @@ def posts_late(now: datetime, seconds: float, holder: str = "") -> int:
         "post_id": post_id, "slug": slug, "title": title, "publish_at": publish_at.isoformat(),
         "late_seconds": round((now - publish_at).total_seconds(), 1)},
         now, _late_key(post_id, version), holder)
-        for post_id, slug, title, publish_at, version in late)
+        for post_id, slug, title, publish_at, version in late if publish_at is not None)
     db.session.commit()
     return new
 

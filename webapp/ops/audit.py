@@ -94,9 +94,8 @@ def _actor(user: User | str | None) -> Actor | None:
     if api_user is not None:
         return Actor(api_user.id, api_user.email, "api",
                      getattr(api_user, "api_token_id", None), address)
-    if user is None and current_user.is_authenticated:
-        user = current_user
-    return Actor(getattr(user, "id", None), user.email if user else "", "web",
+    found = current_user if user is None and current_user.is_authenticated else user
+    return Actor(getattr(found, "id", None), found.email if found else "", "web",
                  address=address)
 
 

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import QueryableAttribute
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 
 from ..db import is_postgres
@@ -127,7 +128,7 @@ def confirmed(pause: Callable[[float], None] | None, timeout: float = CONFIRM_SE
         wait = min(wait * 2, 0.05)
 
 
-def held(lsn: sa.ColumnElement) -> ColumnElement[bool]:
+def held(lsn: QueryableAttribute[int | None]) -> ColumnElement[bool]:
     """A row stamped with lsn that no standby has replayed yet (the bound aside).
 
     The mode is a parameter read at each execution, so a statement built once (the plugin
@@ -138,7 +139,8 @@ def held(lsn: sa.ColumnElement) -> ColumnElement[bool]:
     return sa.and_(gate != "off", lsn.is_not(None), lsn > sa.func.coalesce(replayed(), if_none))
 
 
-def passes(lsn: sa.ColumnElement, since: sa.ColumnElement, now: datetime) -> ColumnElement[bool]:
+def passes(lsn: QueryableAttribute[int | None], since: QueryableAttribute[datetime],
+           now: datetime) -> ColumnElement[bool]:
     """A row that may leave at now: not held, or its event older than the bound."""
     return sa.or_(~held(lsn), since < now - bound())
 

@@ -8,8 +8,9 @@ still accepted (see signing.py for how they key the Standard Webhooks signature)
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
@@ -95,9 +96,10 @@ def create_webhook(url: str, events: Iterable[str], secret: str,
     """Validate and store an endpoint; raise WebhookError naming the field."""
     errors: dict[str, str] = {}
     values: dict = {}
-    for name, check, raw in (("url", check_url, url), ("events", _check_events, events),
-                             ("secret", _check_secret, secret),
-                             ("payload_format", _check_format, payload_format)):
+    fields: list[tuple[str, Callable[[Any], object], object]] = [
+        ("url", check_url, url), ("events", _check_events, events),
+        ("secret", _check_secret, secret), ("payload_format", _check_format, payload_format)]
+    for name, check, raw in fields:
         try:
             values[name] = check(raw)
         except WebhookError as exc:

@@ -18,13 +18,15 @@ delivery is failed and shown.
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from flask import current_app
+from sqlalchemy.orm import QueryableAttribute
 
-from ..db import for_update_skip_locked, insert_ignoring_conflicts
+from ..db import for_update_skip_locked, insert_ignoring_conflicts, rows_changed
 from ..extensions import db
 from ..leadership.fence import Lead, gone
 from ..models import HookDelivery, OutboxEvent
@@ -43,6 +45,21 @@ FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, *PURGE_TOPICS)
 RETRY_MAX_SECONDS = 3600.0
 
 
+class Event(Protocol):
+    """What fan_out's also() reads of an outbox event: a HookEvent, or the row it read."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def payload(self) -> dict | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def key(self) -> str | None: ...
+
+
 def timeout() -> timedelta:
     """Return a hook call's maximum runtime."""
     return timedelta(seconds=current_app.config["HOOK_TIMEOUT_SECONDS"])
@@ -53,7 +70,8 @@ def new_claim() -> str:
     return secrets.token_hex(16)
 
 
-def fan_out(now: datetime, enabled: set[str], also: Callable[[list], None] | None = None) -> int:
+def fan_out(now: datetime, enabled: set[str],
+            also: Callable[[Sequence[Event]], None] | None = None) -> int:
     """Turn unprocessed outbox events into the enabled plugins' hook deliveries; return how many.
 
     also(events) adds more rows for the same (id, topic, payload, created_at, key) events in
@@ -153,16 +171,17 @@ def _fenced(delivery_id: int, token: str) -> sa.Update:
 
 def _start(delivery_id: int, token: str, at: datetime) -> HookEvent | None:
     """Mark the call started (an attempt) and load its event; None if the claim is gone."""
-    started = db.session.execute(_fenced(delivery_id, token).values(
-        started_at=at, attempts=HookDelivery.attempts + 1)).rowcount
+    started = rows_changed(_fenced(delivery_id, token).values(
+        started_at=at, attempts=HookDelivery.attempts + 1))
     db.session.commit()
     if not started:
         return None
     event = db.session.scalar(
         sa.select(OutboxEvent).join(HookDelivery, HookDelivery.event_id == OutboxEvent.id)
         .where(HookDelivery.id == delivery_id))
-    found = event and HookEvent(event.id, event.topic, event.post_id, dict(event.payload or {}),
-                                event.created_at, event.dedupe_key)
+    found = None if event is None else HookEvent(
+        event.id, event.topic, event.post_id, dict(event.payload or {}), event.created_at,
+        event.dedupe_key)
     db.session.rollback()  # plugin code runs with no transaction and no connection held
     return found
 
@@ -199,13 +218,13 @@ def _failed(delivery_id: int, token: str, error: str, at: datetime) -> bool:
     """Record a failed attempt: retry with back-off, or fail past the limit (fenced)."""
     attempts = db.session.scalar(sa.select(HookDelivery.attempts).where(
         HookDelivery.id == delivery_id)) or 0
-    values = {"last_error": error[:500], "claim": "", "started_at": None}
+    values: dict[str, Any] = {"last_error": error[:500], "claim": "", "started_at": None}
     if attempts >= current_app.config["HOOK_MAX_ATTEMPTS"]:
         values["status"] = "failed"
     else:
         values["status"] = "pending"
         values["next_attempt_at"] = at + backoff(attempts, current_app.config["RETRY_SECONDS"])
-    done = db.session.execute(_fenced(delivery_id, token).values(**values)).rowcount
+    done = rows_changed(_fenced(delivery_id, token).values(**values))
     db.session.commit()
     return bool(done)
 
@@ -235,12 +254,12 @@ def backoff(attempts: int, base: float) -> timedelta:
     return timedelta(seconds=min(base * 2 ** max(attempts - 1, 0), RETRY_MAX_SECONDS))
 
 
-def due_reads(lead: Lead, enabled: set[str]) -> list[sa.ColumnElement]:
+def due_reads(lead: Lead, enabled: Collection[str]) -> list[sa.ColumnElement]:
     """Return what due() reads, as scalar subqueries for one SELECT with others' reads."""
     mine = HookDelivery.plugin.in_(enabled)
     running = HookDelivery.status == "running"
 
-    def first(column: sa.Column, *where: sa.ColumnElement) -> sa.ScalarSelect:
+    def first(column: QueryableAttribute[Any], *where: sa.ColumnElement) -> sa.ScalarSelect:
         return sa.select(sa.func.min(column)).where(*where).scalar_subquery()
 
     return [

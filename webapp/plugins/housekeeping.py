@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from ..db import rows_changed
 from ..extensions import db
 from ..models import (
     AuditEvent,
@@ -116,9 +117,9 @@ def delete_in_batches(key, condition: list, found: list, batch: int,
             query = query.where(*_after(key, table.id, *last))
         rows = db.session.execute(query).all()
         if rows:  # the condition again: a row changed since it was read (redelivered) stays
-            deleted += db.session.execute(
+            deleted += rows_changed(
                 sa.delete(table).where(table.id.in_([row[0] for row in rows]), *condition)
-                .execution_options(synchronize_session=False)).rowcount
+                .execution_options(synchronize_session=False))
         db.session.commit()
         if len(rows) < batch:
             break

@@ -128,7 +128,7 @@ def resolve(url: str, allow_private: bool) -> list[str]:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
         raise UnsafeURL(f"The host {parts.hostname} does not resolve.") from None
-    addresses = list(dict.fromkeys(info[4][0] for info in infos))
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not allow_private:
         for address in addresses:
             why = refusal(ipaddress.ip_address(address.split("%", 1)[0]))
@@ -138,7 +138,7 @@ def resolve(url: str, allow_private: bool) -> list[str]:
     return addresses
 
 
-def _connect(addresses: list[str], port: int, timeout: float) -> socket.socket:
+def _connect(addresses: list[str], port: int, timeout: float | None) -> socket.socket:
     """Connect to the first of the checked addresses that answers."""
     error: OSError = OSError("no address to connect to")
     for address in addresses:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import rows_changed
 from ..extensions import db
 from ..leadership.fence import Lead
 from ..models import CachePurge
@@ -70,8 +71,8 @@ def attempt(batch: Batch, purger: purgers.Purger,
 def record(batch: Batch, error: str, wait: float | None, at: datetime) -> str:
     """Write the batch's outcome while the claim holds: done, retrying or failed."""
     if not error:
-        done = db.session.execute(sa.update(CachePurge).where(mine(batch)).values(
-            status="done", done_at=at, claim="", last_error="", next_attempt_at=None)).rowcount
+        done = rows_changed(sa.update(CachePurge).where(mine(batch)).values(
+            status="done", done_at=at, claim="", last_error="", next_attempt_at=None))
         db.session.commit()
         return "done" if done else "stale"
     attempts = db.session.scalar(sa.select(sa.func.max(CachePurge.attempts)).where(
@@ -83,9 +84,9 @@ def record(batch: Batch, error: str, wait: float | None, at: datetime) -> str:
     retry_at = at + delay
     # past the caches' own lifetime every copy the purge would drop has expired by itself
     moot = at - timedelta(seconds=config["SITE_SHARED_MAX_AGE_SECONDS"])
-    held = db.session.execute(sa.update(CachePurge).where(mine(batch)).values(
+    held = rows_changed(sa.update(CachePurge).where(mine(batch)).values(
         status=sa.case((CachePurge.created_at < moot, "failed"), else_="pending"),
-        claim="", last_error=error[:500], next_attempt_at=retry_at)).rowcount
+        claim="", last_error=error[:500], next_attempt_at=retry_at))
     if held:  # the purger's other waiting purges go with the retry, in the same request
         db.session.execute(sa.update(CachePurge).where(
             CachePurge.purger == batch.purger, CachePurge.status == "pending",
@@ -159,7 +160,7 @@ def health(names: Sequence[str]) -> list[Health]:
             CachePurge.purger == name, CachePurge.last_error != "",
             CachePurge.status != "done").order_by(CachePurge.id.desc()).limit(1)) or ""
         found.append(Health(name, row and row.last_done,
-                            last and (last[0] - last[1]).total_seconds(),
+                            (last[0] - last[1]).total_seconds() if last and last[0] else None,
                             row.waiting if row else 0, row and row.oldest,
                             row.failed if row else 0, error))
     db.session.rollback()

@@ -36,7 +36,7 @@ from ..leadership.fence import Lead, gone
 from ..models import CachePurge, OutboxEvent, Post
 from ..ops import replica
 from ..site import purgers, surrogate
-from .hooks import new_claim
+from .hooks import Event, new_claim
 
 log = logging.getLogger("soloist.plugins.purges")
 
@@ -52,7 +52,7 @@ FAILING_AFTER = 3
 
 # -- fan out --------------------------------------------------------------------------
 
-def _old_slug(event: object) -> str | None:
+def _old_slug(event: Event) -> str | None:
     """Return a post.updated event's slug before it, when the event changed it (else None)."""
     payload = event.payload or {}
     if event.topic != "post.updated" or "slug" not in payload:
@@ -67,10 +67,10 @@ def _old_slug(event: object) -> str | None:
 
 
 def _published() -> int:
-    return db.session.scalar(sa.select(sa.func.count()).where(Post.status == "published"))
+    return db.session.scalar(sa.select(sa.func.count()).where(Post.status == "published")) or 0
 
 
-def _rows(event: object, configured: dict, published: Callable[[], int]) -> list[dict]:
+def _rows(event: Event, configured: dict, published: Callable[[], int]) -> list[dict]:
     payload = event.payload or {}
     old_slug = _old_slug(event)
     keys = surrogate.event_keys(event.topic, payload, old_slug is not None)
@@ -82,7 +82,7 @@ def _rows(event: object, configured: dict, published: Callable[[], int]) -> list
             for name, purger in configured.items()]
 
 
-def enqueue_events(events: Iterable) -> int:
+def enqueue_events(events: Iterable[Event]) -> int:
     """Add one purge per configured purger for each event readers see (no commit)."""
     configured = purgers.configured()
     if not configured:

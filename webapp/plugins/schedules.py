@@ -12,6 +12,7 @@ run by run.
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
@@ -21,6 +22,7 @@ from .. import timefmt
 UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 KINDS = ("every", "cron", "once")
 _MAX_STEPS = 10
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,32 @@ class Schedule:
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    # the fields its kind needs: a row without one has a schedule that cannot be computed
+    @property
+    def once_at(self) -> datetime:
+        return _needed(self.run_at, "run_at")
+
+    @property
+    def start(self) -> datetime:
+        return _needed(self.start_at, "start_at")
+
+    @property
+    def expression(self) -> str:
+        return _needed(self.cron, "cron")
+
+    @property
+    def step(self) -> int:
+        return _needed(self.every, "every")
+
+    @property
+    def period(self) -> timedelta:
+        """Return the time between two slots of every N seconds, minutes or hours."""
+        return timedelta(seconds=self.step * UNITS[_needed(self.unit, "unit")])
+
     def next_after(self, t: datetime) -> datetime | None:
         """Return the first slot strictly after t (None when there is none)."""
         if self.kind == "once":
-            return self.run_at if self.run_at > t else None
+            return self.once_at if self.once_at > t else None
         if self.kind == "cron":
             return self._cron_after(t)
         if self.unit == "days":
@@ -58,7 +82,7 @@ class Schedule:
     def latest_at_or_before(self, t: datetime) -> datetime | None:
         """Return the last slot at or before t (None when there is none)."""
         if self.kind == "once":
-            return self.run_at if self.run_at <= t else None
+            return self.once_at if self.once_at <= t else None
         if self.kind == "cron":
             return self._cron_before(t)
         if self.unit == "days":
@@ -68,40 +92,36 @@ class Schedule:
     def upcoming(self, after: datetime, count: int) -> list[datetime]:
         """Return up to count slots after the given time."""
         slots: list[datetime] = []
-        current: datetime | None = after
         while len(slots) < count:
             try:
-                current = self.next_after(current)
+                found = self.next_after(slots[-1] if slots else after)
             except OverflowError:  # the calendar ends (year 9999) before the next slot
                 break
-            if current is None:
+            if found is None:
                 break
-            slots.append(current)
+            slots.append(found)
         return slots
 
     # every N seconds/minutes/hours: real elapsed time from start_at
-    def _period(self) -> timedelta:
-        return timedelta(seconds=self.every * UNITS[self.unit])
-
     def _elapsed_after(self, t: datetime) -> datetime:
-        if t < self.start_at:
-            return self.start_at
-        return self.start_at + ((t - self.start_at) // self._period() + 1) * self._period()
+        if t < self.start:
+            return self.start
+        return self.start + ((t - self.start) // self.period + 1) * self.period
 
     def _elapsed_before(self, t: datetime) -> datetime | None:
-        if t < self.start_at:
+        if t < self.start:
             return None
-        return self.start_at + ((t - self.start_at) // self._period()) * self._period()
+        return self.start + ((t - self.start) // self.period) * self.period
 
     # every N days: the start's wall-clock time in the timer's zone
     def _day_slot(self, k: int) -> datetime:
-        local = self.start_at.astimezone(self.zone)
-        day = local.date() + timedelta(days=k * self.every)
+        local = self.start.astimezone(self.zone)
+        day = local.date() + timedelta(days=k * self.step)
         return real_local(datetime.combine(day, local.time()), self.zone).astimezone(UTC)
 
     def _day_index(self, t: datetime) -> int:
-        start_day: date = self.start_at.astimezone(self.zone).date()
-        return (t.astimezone(self.zone).date() - start_day).days // self.every
+        start_day: date = self.start.astimezone(self.zone).date()
+        return (t.astimezone(self.zone).date() - start_day).days // self.step
 
     def _day_after(self, t: datetime) -> datetime:
         k = max(0, self._day_index(t) - 1)
@@ -117,7 +137,7 @@ class Schedule:
 
     # cron in the timer's zone (cronsim handles the DST edge cases like Debian cron)
     def _cron_after(self, t: datetime) -> datetime | None:
-        it = CronSim(self.cron, t.astimezone(self.zone))
+        it = CronSim(self.expression, t.astimezone(self.zone))
         for _ in range(_MAX_STEPS):
             found = _next(it)
             if found is None or found > t:
@@ -126,7 +146,7 @@ class Schedule:
 
     def _cron_before(self, t: datetime) -> datetime | None:
         start = t.replace(microsecond=0) + timedelta(seconds=1)
-        it = CronSim(self.cron, start.astimezone(self.zone), reverse=True)
+        it = CronSim(self.expression, start.astimezone(self.zone), reverse=True)
         for _ in range(_MAX_STEPS):
             found = _next(it)
             if found is None or found <= t:
@@ -138,17 +158,23 @@ class Schedule:
         zone = self.timezone
         human, zone_label = timefmt.human, timefmt.zone_label
         if self.kind == "once":
-            return f"once, {human(self.run_at, zone)}"
+            return f"once, {human(self.once_at, zone)}"
         if self.kind == "cron":
-            return f"{explain_cron(self.cron)}, {zone_label(zone)}"
-        unit = self.unit[:-1] if self.every == 1 else self.unit
-        words = f"every {unit}" if self.every == 1 else f"every {self.every} {unit}"
+            return f"{explain_cron(self.expression)}, {zone_label(zone)}"
+        unit = _needed(self.unit, "unit")
+        words = f"every {unit[:-1]}" if self.step == 1 else f"every {self.step} {unit}"
         if self.unit == "days":
-            at = self.start_at.astimezone(self.zone).strftime("%H:%M")
+            at = self.start.astimezone(self.zone).strftime("%H:%M")
             return f"{words} at {at} {zone_label(zone)}"
-        shown = human(self.start_at, zone)
+        shown = human(self.start, zone)
         named = zone_label(zone)
         return f"{words}, from {shown}" + (f" ({named})" if named not in shown else "")
+
+
+def _needed(value: T | None, field: str) -> T:
+    if value is None:
+        raise ValueError(f"the schedule has no {field}")
+    return value
 
 
 def _next(it: CronSim) -> datetime | None:

@@ -19,11 +19,13 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
 
+from ..db import rows_changed
 from ..extensions import db
 from ..leadership.fence import Lead
 from ..models import WebhookDelivery, WebhookEndpoint
@@ -89,8 +91,8 @@ def still_held(claim: Claim, at: datetime) -> bool:
     successor to send at once: a leader stopping for a deploy sends nothing new.
     """
     fence = [] if claim.lead is None else [claim.lead.holds()]
-    held = db.session.execute(sa.update(WebhookDelivery).where(*_mine(claim), *fence)
-                              .values(claimed_at=at)).rowcount
+    held = rows_changed(sa.update(WebhookDelivery).where(*_mine(claim), *fence)
+                        .values(claimed_at=at))
     if not held and fence:
         db.session.execute(sa.update(WebhookDelivery).where(*_mine(claim)).values(
             status="pending", claim="", attempts=WebhookDelivery.attempts - 1))
@@ -100,15 +102,16 @@ def still_held(claim: Claim, at: datetime) -> bool:
 
 def request(claim: Claim) -> tuple[str, bytes, dict[str, str], bool]:
     """Return the url, body and headers of a claimed delivery, and whether it may be sent."""
-    delivery = db.session.get(WebhookDelivery, claim.delivery_id)
-    endpoint = db.session.get(WebhookEndpoint, delivery.endpoint_id)
+    delivery = db.session.get_one(WebhookDelivery, claim.delivery_id)
+    endpoint = db.session.get_one(WebhookEndpoint, delivery.endpoint_id)
     body = delivery.body.encode()
     headers = {"X-Soloist-Event": delivery.topic, "X-Soloist-Delivery": delivery.delivery_id}
     if endpoint.active:
         if current_app.config["WEBHOOK_LEGACY_SIGNATURE"]:
             headers["X-Soloist-Signature"] = sign(endpoint.secret, body)
+        attempted = delivery.claimed_at or datetime.now(UTC)  # the attempt's time
         headers |= signing.headers(delivery.delivery_id, endpoint.secret, body,
-                                   int(delivery.claimed_at.timestamp()))  # the attempt's time
+                                   int(attempted.timestamp()))
     found = (endpoint.url, body, headers, endpoint.active)
     db.session.rollback()  # hold no transaction while the receiver answers
     return found
@@ -253,19 +256,19 @@ def record(claim: Claim, status: int | None, error: str, final: bool, at: dateti
     if delivery is None:  # gone with a lossy failover's lost commits: nothing to record
         db.session.rollback()
         return "stale"
-    values = {"last_attempt_at": at, "response_status": status, "last_error": error[:500],
-              "claim": ""}
+    values: dict[str, Any] = {"last_attempt_at": at, "response_status": status,
+                              "last_error": error[:500], "claim": ""}
     if not error:
         values.update(status="delivered", delivered_at=at, next_attempt_at=None)
     elif final or delivery.attempts >= current_app.config["WEBHOOK_MAX_ATTEMPTS"]:
         values.update(status="failed", next_attempt_at=None)
     else:
         values.update(status="pending", next_attempt_at=at + retry_delay(delivery.attempts))
-    done = db.session.execute(
+    done = rows_changed(
         sa.update(WebhookDelivery).where(WebhookDelivery.id == claim.delivery_id,
                                          WebhookDelivery.claim == claim.token,
                                          WebhookDelivery.status == "sending")
-        .values(**values)).rowcount
+        .values(**values))
     if done:
         _endpoint_health(delivery.endpoint_id, error, at)
     db.session.commit()

@@ -39,13 +39,19 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from flask import current_app
 
-from ..db import clock, database_now, for_update_skip_locked, insert_ignoring_conflicts
+from ..db import (
+    clock,
+    database_now,
+    for_update_skip_locked,
+    insert_ignoring_conflicts,
+    rows_changed,
+)
 from ..extensions import db
 from ..leadership.fence import Lead, gone
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, replica
 from .base import Plugin, RunContext
-from .hooks import new_claim
+from .hooks import Event, new_claim
 from .webhook_sends import Claim, Pause, attempt
 
 # uuid5 namespace of Soloist's webhook ids (fixed forever: receivers keep the ids they saw)
@@ -68,7 +74,7 @@ def deliver(ctx: RunContext) -> str:
 
 # -- fan out --------------------------------------------------------------------------
 
-def enqueue_events(events: Iterable) -> int:
+def enqueue_events(events: Iterable[Event]) -> int:
     """Add one delivery per active endpoint subscribed to each event (no commit).
 
     events are outbox rows or HookEvents (id, topic, payload, created_at, key), read in
@@ -87,13 +93,13 @@ def enqueue_events(events: Iterable) -> int:
     return len(rows)
 
 
-def _about(event: object, endpoint: WebhookEndpoint) -> bool:
+def _about(event: Event, endpoint: WebhookEndpoint) -> bool:
     """Return whether event says endpoint is failing (it would go nowhere, or loop)."""
     return (event.topic == "ops.webhook_failing"
             and (event.payload or {}).get("endpoint_id") == endpoint.id)
 
 
-def event_key(event: object) -> str:
+def event_key(event: Event) -> str:
     """Return the name of what the event says happened, the source of its webhook ids.
 
     The outbox row's dedupe key (a post's transition, an alert's occurrence: every row
@@ -118,7 +124,7 @@ def delivery_uuid(key: str, endpoint: WebhookEndpoint) -> str:
     return str(uuid.uuid5(ID_NAMESPACE, f"{key}|endpoint:{endpoint.id}:{endpoint.url}"))
 
 
-def _row(event: object, endpoint: WebhookEndpoint) -> dict:
+def _row(event: Event, endpoint: WebhookEndpoint) -> dict:
     key = event_key(event)
     delivery_id = delivery_uuid(key, endpoint)
     body = {"delivery": delivery_id, "event": event.topic, "event_id": event_uuid(key),
@@ -132,7 +138,7 @@ def _row(event: object, endpoint: WebhookEndpoint) -> dict:
             "created_at": event.created_at}
 
 
-def enqueue(event: object) -> int:
+def enqueue(event: Event) -> int:
     """Queue one delivery of event per active endpoint subscribed to it; return how many."""
     count = enqueue_events([event])
     db.session.commit()
@@ -218,11 +224,11 @@ def claim_next(endpoint_id: int, now: datetime, lead: Lead) -> Claim | None:
         db.session.rollback()
         return None
     token = new_claim()
-    claimed = db.session.execute(
+    claimed = rows_changed(
         sa.update(WebhookDelivery)
         .where(WebhookDelivery.id == found, claimable, lead.holds())
         .values(status="sending", claimed_at=now, claim=token, **lead.mark(),
-                attempts=WebhookDelivery.attempts + 1)).rowcount
+                attempts=WebhookDelivery.attempts + 1))
     db.session.commit()
     return Claim(found, token, lead) if claimed else None
 

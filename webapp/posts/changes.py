@@ -39,7 +39,7 @@ def change_post(post_id: int, version: int, text: TypedText | None,
     fields = check_text(post_id, text) if text is not None else None
     now = database_now()  # before the lock: reading the clock ends a transaction
     post = lock_post(post_id)
-    if text is not None:
+    if text is not None and fields is not None:
         refuse_stale_text(post, text, fields)
     try:
         if post.version != version:
@@ -86,7 +86,8 @@ def _change_unpublish_time(post: Post, unpublish_at: datetime | None, now: datet
         _set(post, "post.unpublish_time", unpublish_at=unpublish_at)
     elif post.status == "scheduled":
         check_times(None, unpublish_at, now)
-        if unpublish_at is not None and unpublish_at <= post.publish_at:
+        if (unpublish_at is not None and post.publish_at is not None
+                and unpublish_at <= post.publish_at):
             raise PostError({"unpublish_at": "The unpublish time must come after the post's "
                                              "publish time."})
         _set(post, "post.schedule", unpublish_at=unpublish_at)

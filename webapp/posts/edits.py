@@ -3,7 +3,7 @@
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -240,7 +240,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
     db.session.add(post)
-    detail = {"title": post.title, "slug": post.slug, "body": audit.text_size(post.body)}
+    detail: dict[str, object] = {"title": post.title, "slug": post.slug,
+                                  "body": audit.text_size(post.body)}
     if publish_at is not None:
         detail.update(status="scheduled", publish_at=publish_at, unpublish_at=unpublish_at)
     with refusing_a_taken_slug():
@@ -281,7 +282,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     return post
 
 
-def updated(rows: list[sa.Row], now: datetime, writer: str = "") -> None:
+def updated(rows: Sequence[sa.Row | Post], now: datetime, writer: str = "") -> None:
     """Add the post.updated events of live posts whose text changed (rows: as move returns)."""
     write_outbox("post.updated", rows, now, writer)
     wake_scheduler(PLUGINS.name)

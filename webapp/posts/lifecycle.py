@@ -7,9 +7,12 @@ So an editor's click and the leader's tick can never both win, and two
 processes that both believe they lead can never publish a post twice.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import QueryableAttribute
 
 from ..db import database_now, wake_scheduler
 from ..extensions import db
@@ -35,7 +38,7 @@ SCHEDULABLE = ("draft", "scheduled", "unpublished")
 BATCH_SIZE = 500
 
 
-def move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
+def move(conditions: list, values: dict, *also: QueryableAttribute[Any]) -> Sequence[sa.Row]:
     """Change the posts matching conditions, bumping their version; return (id, slug, title)
 
     and the columns also, if any, then the post's new version and its created_at (by name:
@@ -50,7 +53,7 @@ def move(conditions: list, values: dict, *also: sa.Column) -> list[sa.Row]:
     ).all()
 
 
-def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, writer: str) -> None:
+def _commit_moved(topic: str, moved: Sequence[sa.Row], now: datetime, writer: str) -> None:
     """Write the outbox rows of moved posts, wake the plugin leader for them, and commit.
 
     writer names who moved them: the publish leader's holder, or the editor's INSTANCE_NAME.
@@ -67,8 +70,9 @@ def _commit_moved(topic: str, moved: list[sa.Row], now: datetime, writer: str) -
 
 # -- the publish leader ------------------------------------------------------------------
 
-def _transition(now: datetime, source: str, target: str, due_column: sa.Column, topic: str,
-                limit: int, holder: str) -> list[int]:
+def _transition(now: datetime, source: str, target: str,
+                due_column: QueryableAttribute[datetime | None], topic: str, limit: int,
+                holder: str) -> list[int]:
     """Move up to limit due posts from source to target status, with outbox rows; commit."""
     due = (
         sa.select(Post.id)
@@ -134,7 +138,7 @@ def next_due() -> datetime | None:
 
 # -- editors --------------------------------------------------------------------------
 
-def _audit_moved(action: str, moved: list[sa.Row], status: list[str] | str,
+def _audit_moved(action: str, moved: Sequence[sa.Row], status: list[str] | str,
                  overridden: Freeze | None = None) -> None:
     """Record an editor's status change of the one post moved (and the freeze overridden)."""
     for row in moved:
@@ -156,7 +160,8 @@ def _unless_frozen(override: bool) -> Freeze | None:
     return row
 
 
-def _move_one(post_id: int, sources: tuple[str, ...], values: dict, wanted: str) -> list[sa.Row]:
+def _move_one(post_id: int, sources: tuple[str, ...], values: dict,
+              wanted: str) -> Sequence[sa.Row]:
     """Move one post out of sources, or raise a refusal saying what it is now."""
     moved = move([Post.id == post_id, Post.status.in_(sources)], values)
     if not moved:
@@ -188,7 +193,7 @@ def publish_now(post_id: int, instance: str = "", override_freeze: bool = False,
     fields = check_text(post_id, text) if text is not None else None
     now = database_now()
     overridden = _unless_frozen(override_freeze)
-    if text is not None:
+    if text is not None and fields is not None:
         post = lock_post(post_id)
         refuse_stale_text(post, text, fields)
         write_text(post, fields, now)  # published below, or rolled back with it

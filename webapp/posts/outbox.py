@@ -1,16 +1,17 @@
 """The outbox rows a post's transitions write, named by what happened (see event_key)."""
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
 from ..db import is_postgres
 from ..extensions import db
-from ..models import OutboxEvent
+from ..models import OutboxEvent, Post
 
 
-def event_key(topic: str, row: sa.Row) -> str:
+def event_key(topic: str, row: sa.Row | Post) -> str:
     """Return the name of a post's transition: the post, the topic and its version after it.
 
     Not the outbox's sequence id: after a lossy failover the database can redo a
@@ -33,8 +34,10 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, i
 """)
 
 
-def write_outbox(topic: str, rows: list[sa.Row], now: datetime, writer: str) -> None:
+def write_outbox(topic: str, rows: Sequence[sa.Row | Post], now: datetime, writer: str) -> None:
     """Add one outbox event per row lifecycle.move returned to the current transaction.
+
+    writer fills the events' instance column (models.OutboxEvent says what it holds).
 
     writer fills the events' instance column (models.OutboxEvent says what it holds).
 

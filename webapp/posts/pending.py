@@ -7,8 +7,10 @@ text of the change it holds (a version bump), and the post.updated outbox row, t
 and the public pages' validators are written in the same transaction.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -98,7 +100,7 @@ def schedule_change(post_id: int, title: str, body: str, apply_at: datetime,
     change.base_digest = content_digest(post.title, post.slug, post.body)
     change.author_id, change.author = author_id, name[:254]
     db.session.add(change)
-    detail = audit.changes(before, {"apply_at": apply_at}) if existing else {
+    detail: dict[str, Any] = audit.changes(before, {"apply_at": apply_at}) if existing else {
         "apply_at": apply_at}
     detail["body"] = audit.text_size(fields.body)
     audit.record("post.change_edit" if existing else "post.change_schedule",
@@ -171,6 +173,6 @@ def changes_with_posts() -> sa.Select:
             .order_by(ScheduledChange.apply_at, Post.id))
 
 
-def upcoming_changes(limit: int = 10) -> list[sa.Row]:
+def upcoming_changes(limit: int = 10) -> Sequence[sa.Row]:
     """Return the next scheduled changes (apply_at, post id, post title), soonest first."""
     return db.session.execute(changes_with_posts().limit(limit)).all()

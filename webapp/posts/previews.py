@@ -33,7 +33,8 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_link(post_id: int, days: int, user_id: int | None) -> tuple[PreviewLink, str]:
+def create_link(post_id: int, days: int | None,
+                user_id: int | None) -> tuple[PreviewLink, str]:
     """Make a link to a draft or scheduled post that ends after days; return it and its token.
 
     The token is returned once: nothing can show it again.

@@ -2,9 +2,10 @@
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import defer
+from sqlalchemy.orm import QueryableAttribute, defer
 
 from ..extensions import db
 from ..models import Post, ScheduledChange, SiteState, UTCDateTime
@@ -126,7 +127,7 @@ def published_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | Non
     return conn.execute(PUBLISHED_POST, {"slug": slug}).one_or_none()
 
 
-def _published_at_slug(*columns: sa.ColumnElement) -> sa.Select:
+def _published_at_slug(*columns: QueryableAttribute[Any]) -> sa.Select:
     """Return a read of columns of the published post at :slug, the site's row beside them.
 
     With when the page turns wrong next (unpublish_at, next_change) and the clock (db_now).

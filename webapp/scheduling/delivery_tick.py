@@ -8,7 +8,7 @@ still alive is paused, with the reason shown on the Plugins page.
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import datetime
 from functools import partial
@@ -32,7 +32,8 @@ SEND_BUDGET = 60.0  # seconds one sender thread works before the tick looks agai
 
 def plugin_app() -> Flask:
     """Return the app plugin code runs on (the web app's pool, not the ticks')."""
-    return current_app.extensions.get("soloist.plugin_app") or current_app._get_current_object()
+    return (current_app.extensions.get("soloist.plugin_app")
+            or current_app._get_current_object())  # type: ignore[attr-defined]
 
 
 def hook_kind(plugin: str) -> str:
@@ -163,7 +164,7 @@ def start_purgers(now: datetime, lead: Lead) -> int:
 def fan_out(now: datetime, enabled: set[str]) -> int:
     """Turn new outbox events into hook deliveries, webhook deliveries and cache purges, in
     one transaction."""
-    def also(events: list) -> None:
+    def also(events: Sequence[hooks.Event]) -> None:
         if "webhooks" in enabled:
             webhooks.enqueue_events(events)
         purges.enqueue_events(events)

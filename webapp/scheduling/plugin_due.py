@@ -11,6 +11,7 @@ and the leadership, not on the time, so it is built once for each.
 import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import aliased
@@ -67,9 +68,10 @@ def _statement(enabled: frozenset[str], lead: Lead,
 
     cached: the purgers configured (CACHE_PURGE's names), whose purges are read too.
     """
-    groups = [_timer_reads(enabled, lead), hooks.due_reads(lead, enabled),
-              posts.next_due_reads(), webhooks.due_reads(lead) if "webhooks" in enabled else [],
-              purge_sends.due_reads(lead, cached) if cached else []]
+    groups: list[list[Any]] = [
+        _timer_reads(enabled, lead), hooks.due_reads(lead, enabled), posts.next_due_reads(),
+        webhooks.due_reads(lead) if "webhooks" in enabled else [],
+        purge_sends.due_reads(lead, cached) if cached else []]
     columns = [column for group in groups for column in group]
     return (sa.select(*(c.label(f"r{i}") for i, c in enumerate(columns))),
             tuple(len(group) for group in groups))
@@ -98,7 +100,7 @@ def look(now: datetime, lead: Lead, enabled: set[str]) -> Ahead:
              now if startable else None]
     if running:
         times += [started + timedelta(seconds=limit)
-                  for started, limit in db.session.execute(RUN_DEADLINES)]
+                  for started, limit in db.session.execute(RUN_DEADLINES) if started]
     # Publishing NOTIFYs this leader on PostgreSQL; SQLite has no NOTIFY, so also look
     # again just after the next post is due, when its outbox event is there for the hooks.
     post_due = min((t for t in post_times if t is not None), default=None)

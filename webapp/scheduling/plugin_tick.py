@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
+from typing import Any
 
 from flask import current_app
 
@@ -126,7 +127,7 @@ class _Runner:
     def running(self, run_id: int, plugin: str) -> bool:
         return workers.busy(delivery_tick.run_key(plugin, run_id))
 
-    def launch(self, *args: object) -> int:
+    def launch(self, *args: Any) -> int:
         return _launch(*args)  # looked up at call time: tests stand in for it
 
 

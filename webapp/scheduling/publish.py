@@ -1,5 +1,6 @@
 """The publish key's tick: publish due posts, unpublish expired ones (the writes are in posts)."""
 
+from collections.abc import Callable, Sized
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -18,8 +19,9 @@ from .pace import Pace
 LOCKED_RETRY = timedelta(seconds=0.25)
 FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds a missed one
 # the leader's three kinds of post work, each done in fenced batches of one transaction
-KINDS = {"published": posts.publish_due, "changed": posts.apply_due_changes,
-         "unpublished": posts.unpublish_expired}
+KINDS: dict[str, Callable[..., Sized]] = {
+    "published": posts.publish_due, "changed": posts.apply_due_changes,
+    "unpublished": posts.unpublish_expired}
 
 
 def tick(now: datetime, holder: str = "", term: int = 0) -> datetime | None:
@@ -60,7 +62,8 @@ def _work(now: datetime, holder: str) -> tuple[dict[str, int], bool]:
     pace = Pace.of("publish", posts.BATCH_SIZE)
     pace.start()
     done = dict.fromkeys(KINDS, 0)
-    queue, full, empty = pace.queue or list(KINDS), pace.full, set()
+    queue, full = pace.queue or list(KINDS), pace.full
+    empty: set[str] = set()
     first = True
     while queue:
         if not first and pace.over():

@@ -13,6 +13,7 @@ import threading
 import time
 
 from flask import Flask
+from sqlalchemy.pool import QueuePool
 
 from ..db import (
     HANDOVER_CHANNEL,
@@ -234,7 +235,7 @@ class Scheduler:
 
     def step(self) -> float:
         """Do what is due now; return seconds until the next thing to do."""
-        if self.lease is not None and not self._candidate():
+        if self.lease is not None and not self._candidate(self.lease):
             return LOCAL_POLL
         if not self.leadership.ensure_connected():
             if self.leadership.refused:  # the database is up, the lock session refused there
@@ -260,17 +261,17 @@ class Scheduler:
         database their lock session only; the next lead opens it again."""
         for app in self.own_apps:
             with app.app_context():
-                if db.engine.pool.checkedin():
+                pool = db.engine.pool  # the ticks' engines keep SQLAlchemy's default QueuePool
+                if isinstance(pool, QueuePool) and pool.checkedin():
                     db.engine.dispose()
 
-    def _candidate(self) -> bool:
+    def _candidate(self, lease: LocalLease) -> bool:
         """Return whether this worker is its instance's candidate, taking the lease if free.
 
         A worker that finds a sibling broke its lease (it was frozen) drops its keys and
         its lock session and stands by; the lost events are written through the ticks'
         connections, since it will not reconnect.
         """
-        lease = self.lease
         if lease.held:
             if lease.still_held():
                 lease.beat()
@@ -381,6 +382,8 @@ class Scheduler:
     def _tick(self, key: int) -> None:
         started = time.monotonic()
         now = self.leadership.db_now
+        if now is None:  # never: the verify before a tick reads the database's clock
+            raise RuntimeError("a tick before the database's clock was read")
         with self.tick_app.app_context():
             try:
                 upcoming = self.ticks[key](now, self.locks.name,

@@ -135,13 +135,18 @@ def absolute(html: str, base: str) -> Markup:
     def address(match: re.Match) -> str:
         name, value = match.groups()
         if name == "srcset":  # "url 480w, url 960w": ours, whose URLs hold no comma
-            value = ", ".join(urljoin(base, url) + rest for url, rest in (
-                re.match(r"(\S*)(.*)", part.strip()).groups() for part in value.split(",")))
+            value = ", ".join(_absolute_candidate(base, part) for part in value.split(","))
         else:
             value = urljoin(base, value)
         return f' {name}="{value}"'
 
     return Markup(TAG.sub(lambda tag: ADDRESS.sub(address, tag.group(0)), str(html)))  # noqa: S704
+
+
+def _absolute_candidate(base: str, candidate: str) -> str:
+    """Resolve a srcset candidate ("url 480w") against base, its width kept."""
+    url, space, width = candidate.strip().partition(" ")
+    return urljoin(base, url) + space + width
 
 
 EXCERPT_CHARACTERS = 240

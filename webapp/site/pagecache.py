@@ -26,6 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Flask
 from werkzeug.http import http_date, parse_accept_header, unquote_etag
@@ -127,6 +128,7 @@ def kept_page(status: str, headers: list[tuple[str, str]], body: bytes) -> Page 
             "set-cookie" in names or "etag" not in names:
         return None
     etag, _weak = unquote_etag(names["etag"])
+    gzipped: bytes | None
     if names.get("content-encoding") == "gzip":
         body, gzipped = gzip.decompress(body), body
     elif "content-encoding" in names:
@@ -192,16 +194,20 @@ class PageCache:
         page = pages_of(self.app).get(_key(environ), validators.etag)
         if page is None:
             return None
-        gzipped = page.gzipped is not None and _accepts_gzip(environ)
-        start_response("200 OK", sent_headers(page, validators, gzipped))
+        gzipped = page.gzipped if page.gzipped is not None and _accepts_gzip(environ) else None
+        start_response("200 OK", sent_headers(page, validators, gzipped is not None))
         if environ["REQUEST_METHOD"] == "HEAD":
             return []
-        return [page.gzipped if gzipped else page.body]
+        return [page.body if gzipped is None else gzipped]
 
     def _keep(self, environ: dict, start_response) -> list[bytes]:
         """Let the app answer, keep its answer if it is a reader's page, and send it."""
         answer: list = []  # what the app starts its response with, sent once the body is read
-        result = self.wsgi_app(environ, lambda *args: answer.extend(args) or None)
+
+        def start(*args: Any) -> None:
+            answer.extend(args)
+
+        result = self.wsgi_app(environ, start)
         try:
             body = b"".join(result)
         finally:

@@ -51,7 +51,7 @@ def _send(base: str, method: str, path: str, headers: dict[str, str],
     """Make one request to base (http or https URL) and return its status, headers, body."""
     parts = urlsplit(base)
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    connection = kind(parts.hostname, parts.port, timeout=TIMEOUT_SECONDS)
+    connection = kind(parts.hostname or "", parts.port, timeout=TIMEOUT_SECONDS)  # config: one
     try:
         connection.request(method, parts.path.rstrip("/") + path, body=body, headers=headers)
         answer = connection.getresponse()

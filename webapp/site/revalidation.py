@@ -27,7 +27,7 @@ import queue
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 import sqlalchemy as sa
@@ -50,6 +50,7 @@ WAIT_SECONDS = 1.0  # longest a thread waits for the connection before the app a
 ROLE = "site"
 EXTENSION = "soloist.revalidation"  # app.extensions: the worker's Reader
 _DIALECT = PGDialect_psycopg()
+Connection = psycopg.Connection[NamedTuple]  # its rows are named tuples (namedtuple_row)
 
 
 def init_app(app: Flask) -> None:
@@ -85,7 +86,7 @@ class Reader:
         self.conninfo = conninfo(config["SQLALCHEMY_DATABASE_URI"])  # every host of it
         self.config = config
         self.prepare = not config["DB_WEB_VIA_POOLER"]
-        self._slot: queue.Queue[psycopg.Connection | None] = queue.Queue(maxsize=1)
+        self._slot: queue.Queue[Connection | None] = queue.Queue(maxsize=1)
         self._slot.put(None)  # the connection once made; a thread takes it, reads, puts it back
         self._pid = 0
         self._nonce = ""
@@ -109,7 +110,8 @@ class Reader:
             row = conn.execute(sql, {**defaults, **params}, prepare=self.prepare).fetchone()
         except psycopg.Error:
             if conn is None or conn.closed or conn.broken:  # not a refused statement
-                conn = self._dropped(conn)
+                self._dropped(conn)
+                conn = None
             raise
         finally:
             if self._close_when_back and conn is not None:  # close() could not wait for it
@@ -128,7 +130,7 @@ class Reader:
             self._compiled[stmt] = (str(compiled), dict(compiled.params))
         return self._compiled[stmt]
 
-    def _connected(self, conn: psycopg.Connection | None) -> psycopg.Connection:
+    def _connected(self, conn: Connection | None) -> Connection:
         """Return conn if this process can read on it, else a new connection (or raise)."""
         if conn is not None and not conn.closed and self._pid == os.getpid():
             if not read_only_server(conn) and self._nonce == current_nonce():
@@ -145,7 +147,7 @@ class Reader:
             raise psycopg.OperationalError("the revalidation connection reached a standby")
         return conn
 
-    def _dropped(self, conn: psycopg.Connection | None) -> None:
+    def _dropped(self, conn: Connection | None) -> None:
         """Close conn after a failed read or connect; try again a second later at the earliest."""
         self._retry_at = time.monotonic() + RETRY_SECONDS
         if conn is not None and self._pid == os.getpid():

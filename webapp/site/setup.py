@@ -11,6 +11,6 @@ from . import state as site_state
 def progress() -> dict[str, bool]:
     """Return which first steps are done: the site named, someone invited, a webhook added."""
     named = bool(site_state.current().custom_name) or current_app.config["SITE_NAME"] != "Soloist"
-    people = db.session.scalar(sa.select(sa.func.count()).select_from(User))
-    hooks = db.session.scalar(sa.select(sa.func.count()).select_from(WebhookEndpoint))
+    people = db.session.scalar(sa.select(sa.func.count()).select_from(User)) or 0
+    hooks = db.session.scalar(sa.select(sa.func.count()).select_from(WebhookEndpoint)) or 0
     return {"named": named, "invited": people > 1, "hooked": hooks > 0}

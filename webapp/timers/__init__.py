@@ -124,7 +124,7 @@ def queue_run_now(timer: Timer, now: datetime | None = None, *,
         audit.record("timer.run", _target(timer), {"run": run_id})
     wake_scheduler("plugins")
     db.session.commit()
-    return db.session.get(TimerRun, run_id)
+    return db.session.get_one(TimerRun, run_id)
 
 
 def pause(timer: Timer, reason: str = "Paused by an editor.") -> None:

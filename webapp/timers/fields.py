@@ -152,7 +152,8 @@ def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
     found = registry.find_action(_text(data, "action"))
     if found is None:
         errors["action"] = "Unknown action; pick one from the list."
-    values = {"name": name, "timezone": zone, "params": _params(data, found and found[1], errors)}
+    values: dict[str, Any] = {"name": name, "timezone": zone,
+                              "params": _params(data, found and found[1], errors)}
     values.update(_schedule(data, zone, errors))
     misfire = _text(data, "misfire") or "run_once"
     if misfire not in MISFIRE:
@@ -166,7 +167,7 @@ def parse_timer(data: Mapping[str, Any]) -> dict[str, Any]:
         max_failures=_whole(data, "max_failures", 0, errors, "The failure limit", 5,
                             MAX_FAILURES_LIMIT),
     )
-    if errors:
+    if errors or found is None:
         raise ValidationError(errors)
     values["plugin"], values["action"] = found[0].name, _text(data, "action").split(".", 1)[1]
     return values

@@ -12,11 +12,12 @@ says whether a run's thread is alive here and starts the thread of a claimed run
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol
 
 import sqlalchemy as sa
 
-from ..db import boot_id, for_update_skip_locked, insert_ignoring_conflicts
+from ..db import boot_id, for_update_skip_locked, insert_ignoring_conflicts, rows_changed
 from ..extensions import db
 from ..leadership import current_view
 from ..leadership.base import process_of
@@ -53,13 +54,13 @@ def expire_overdue(now: datetime) -> list[tuple[int, str]]:
         .join(Timer, Timer.id == TimerRun.timer_id).where(TimerRun.status == "running")).all()
     expired = []
     for run_id, timer_id, started_at, limit, plugin in running:
-        if started_at + timedelta(seconds=limit) > now:
-            continue
+        if started_at is None or started_at + timedelta(seconds=limit) > now:
+            continue  # one with no start is settled as an orphan, if at all
         error = f"Ran past its maximum runtime of {limit} s; recorded as timed out."
-        settled = db.session.execute(
+        settled = rows_changed(
             sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "running")
             .values(status="timed_out", finished_at=now, error=error,
-                    duration_seconds=(now - started_at).total_seconds())).rowcount
+                    duration_seconds=(now - started_at).total_seconds()))
         if settled:
             count_outcome(timer_id, False, error, now)
             expired.append((run_id, plugin))
@@ -91,13 +92,13 @@ def settle_orphans(now: datetime, lead: Lead, runner: Runner) -> int:
     for run_id, started_at, term, holder, plugin in running:
         if (term, holder) == (lead.term, lead.holder) and process_of(holder) != boot_id():
             continue  # a holder naming no process (ticks called by hand): which one runs it?
-        if _claimer_alive(holder, lambda r=run_id, p=plugin: runner.running(r, p)):
+        if _claimer_alive(holder, partial(runner.running, run_id, plugin)):
             continue
-        settled += db.session.execute(
+        settled += rows_changed(
             sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "running",
                                       lead.holds())
             .values(status="abandoned", finished_at=now, error=_orphan_error(term, holder, lead),
-                    duration_seconds=(now - (started_at or now)).total_seconds())).rowcount
+                    duration_seconds=(now - (started_at or now)).total_seconds()))
     db.session.commit()
     return settled
 
@@ -142,11 +143,11 @@ def start_queued(now: datetime, holder: str, lead: Lead, enabled: set[str],
     for run_id, slot, timer in queued:
         if timer.plugin not in enabled or in_flight(timer.id) or runner.free() <= 0:
             continue
-        claimed = db.session.execute(
+        claimed = rows_changed(
             sa.update(TimerRun).where(TimerRun.id == run_id, TimerRun.status == "queued",
                                       lead.holds())
             .values(status="running", started_at=now, instance=holder[:200],
-                    **lead.mark())).rowcount
+                    **lead.mark()))
         db.session.commit()
         if claimed:
             started += runner.launch(run_id, timer, slot, now, holder, lead)
@@ -194,8 +195,10 @@ def _claim_slot(timer: Timer, now: datetime, holder: str, lead: Lead, runner: Ru
     Advancing the timer is fenced by lead: a deposed leader claims nothing.
     """
     schedule = Schedule.of(timer)
-    due = slot = timer.next_run_at
-    status, trigger, error = "running", "schedule", ""
+    due = timer.next_run_at
+    if due is None:
+        raise ValueError("a timer picked as due has no due time")
+    slot, status, trigger, error = due, "running", "schedule", ""
     if now - due > timedelta(seconds=timer.grace_seconds):
         slot = max(schedule.latest_at_or_before(now) or due, due)
         late = f"Due at {due:%Y-%m-%d %H:%M:%S} UTC; the scheduler was {now - due} late."
@@ -205,9 +208,9 @@ def _claim_slot(timer: Timer, now: datetime, holder: str, lead: Lead, runner: Ru
             trigger = "catch_up"
     if status == "running" and in_flight(timer.id):
         status, error = "skipped", "Skipped: the previous run was still running."
-    advanced = db.session.execute(
+    advanced = rows_changed(
         sa.update(Timer).where(Timer.id == timer.id, Timer.next_run_at == due, lead.holds())
-        .values(next_run_at=schedule.next_after(slot))).rowcount
+        .values(next_run_at=schedule.next_after(slot)))
     if not advanced:  # the row is locked by this transaction: only the fence can refuse
         db.session.rollback()
         raise Deposed()
@@ -228,8 +231,8 @@ def _quarantine(timer_id: int, exc: Exception, now: datetime) -> None:
     db.session.rollback()
     log.exception("timer %s has a schedule that cannot be computed; pausing it", timer_id)
     reason = f"Paused: its schedule cannot be computed ({exc})."[:500]
-    paused = db.session.execute(sa.update(Timer).where(Timer.id == timer_id, ~Timer.paused)
-                                .values(paused=True, paused_reason=reason)).rowcount
+    paused = rows_changed(sa.update(Timer).where(Timer.id == timer_id, ~Timer.paused)
+                          .values(paused=True, paused_reason=reason))
     if paused:
-        alerts.timer_paused(db.session.get(Timer, timer_id), reason, now)
+        alerts.timer_paused(db.session.get_one(Timer, timer_id), reason, now)
     db.session.commit()

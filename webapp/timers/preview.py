@@ -18,9 +18,9 @@ from datetime import datetime, timedelta
 
 from cronsim import CronSim
 
-from ..clockchanges import ClockChange, changes_between, clock
+from ..clockchanges import ClockChange, changes_between, clock, utc_offset
 from ..plugins.base import ValidationError
-from ..plugins.schedules import UNITS, Schedule
+from ..plugins.schedules import Schedule
 from . import refuse_past_once
 from .fields import parse_schedule
 
@@ -88,7 +88,8 @@ def notes(schedule: Schedule, previous: datetime, at: datetime) -> list[str]:
         changes = changes_between(zone, start - timedelta(days=1), at + timedelta(days=1))
     except OverflowError:  # at the calendar's ends: no zone changes there
         return []
-    found = [_repeated(schedule, change, at) for change in changes if change.repeats(at)]
+    found: list[str | None] = [_repeated(schedule, change, at) for change in changes
+                               if change.repeats(at)]
     for change in changes:
         if change.forward and previous < change.at <= at:
             found.append(_skipped(schedule, change, at))
@@ -118,7 +119,7 @@ def _skipped(schedule: Schedule, change: ClockChange, at: datetime) -> str | Non
     if not wanted:
         return None
     said = f"{_cap(change.headline())}: {_walls(wanted)} {'does' if len(wanted) == 1 else 'do'}"
-    if schedule.kind == "cron" and _follows_real_time(schedule.cron):
+    if schedule.kind == "cron" and _follows_real_time(schedule.expression):
         return (f"{said} not exist and {'is' if len(wanted) == 1 else 'are'} not run (a cron "
                 "with * in its minute or hour follows real time).")
     if change.at <= at < change.at + timedelta(minutes=1):
@@ -131,14 +132,14 @@ def _skipped(schedule: Schedule, change: ClockChange, at: datetime) -> str | Non
 def _wanted_in_gap(schedule: Schedule, change: ClockChange) -> list[datetime]:
     """Return the wall times the schedule names inside the skipped gap."""
     if schedule.kind == "every" and schedule.unit == "days":
-        start = schedule.start_at.astimezone(schedule.zone)
+        start = schedule.start.astimezone(schedule.zone)
         wall = datetime.combine(change.wall_before.date(), start.time().replace(tzinfo=None))
         return [wall] if change.skips(wall) else []
     if schedule.kind != "cron":
         return []
-    found = []
+    found: list[datetime] = []
     # naive: cronsim steps through wall times with no zone, so none is skipped
-    for wall in CronSim(schedule.cron, change.wall_before - timedelta(seconds=1)):
+    for wall in CronSim(schedule.expression, change.wall_before - timedelta(seconds=1)):
         if wall >= change.wall_after or len(found) >= 120:
             break
         found.append(wall)
@@ -155,8 +156,8 @@ def _shifted(schedule: Schedule, at: datetime) -> str | None:
     if previous is None:
         return None
     zone = schedule.zone
-    before, now = previous.astimezone(zone).utcoffset(), at.astimezone(zone).utcoffset()
-    period = timedelta(seconds=schedule.every * UNITS[schedule.unit])
+    before, now = utc_offset(previous, zone), utc_offset(at, zone)
+    period = schedule.period
     if before == now or period <= abs(now - before):
         return None
     changes = changes_between(zone, max(previous, at - _LOOK_BACK), at)

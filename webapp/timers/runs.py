@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from ..db import wake_scheduler
+from ..db import rows_changed, wake_scheduler
 from ..extensions import db
 from ..leadership.fence import Lead
 from ..models import Timer, TimerRun
@@ -31,9 +31,9 @@ def begin_run(run_id: int, lead: Lead, at: datetime) -> bool:
     recorded abandoned is never started. A run it may not start is settled here, at once,
     so its timer's next slot is not skipped while this process lives.
     """
-    started = db.session.execute(sa.update(TimerRun).where(*_claimed_by(run_id, lead),
-                                                           lead.holds())
-                                 .values(status="running")).rowcount
+    started = rows_changed(sa.update(TimerRun).where(*_claimed_by(run_id, lead),
+                                                     lead.holds())
+                           .values(status="running"))
     if not started:
         db.session.execute(sa.update(TimerRun).where(*_claimed_by(run_id, lead)).values(
             status="abandoned", finished_at=at, error=NOT_STARTED, duration_seconds=0.0))
@@ -45,12 +45,12 @@ def begin_run(run_id: int, lead: Lead, at: datetime) -> bool:
 def finish_run(run_id: int, timer_id: int, status: str, result: str, error: str,
                started_at: datetime, duration: float) -> None:
     """Record a run's outcome unless it was already settled (e.g. timed out)."""
-    done = db.session.execute(
+    done = rows_changed(
         sa.update(TimerRun)
         .where(TimerRun.id == run_id, TimerRun.status == "running")
         .values(status=status, result=result[:500], error=error, duration_seconds=duration,
                 finished_at=started_at + timedelta(seconds=duration))
-    ).rowcount
+    )
     if done:
         count_outcome(timer_id, status == "succeeded", error.split("\n", 1)[0],
                       started_at + timedelta(seconds=duration))

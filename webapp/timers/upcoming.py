@@ -35,11 +35,11 @@ def runs_by_day(days: list[tuple[date, datetime, datetime]], now: datetime,
         .order_by(Timer.name, Timer.id)).all()
     shown: dict[date, list[DayRuns]] = {}
     for timer in timers:
-        schedule = Schedule.of(timer)
+        schedule, due = Schedule.of(timer), timer.next_run_at or now  # None is left out above
         for day, start, end in days:
-            if end <= max(now, timer.next_run_at):
+            if end <= max(now, due):
                 continue
-            times = _runs(schedule, max(start, timer.next_run_at), end, per_day + 1)
+            times = _runs(schedule, max(start, due), end, per_day + 1)
             if times:
                 shown.setdefault(day, []).append(
                     DayRuns(timer, times[:per_day], len(times) > per_day))
@@ -49,10 +49,9 @@ def runs_by_day(days: list[tuple[date, datetime, datetime]], now: datetime,
 def _runs(schedule: Schedule, start: datetime, end: datetime, limit: int) -> list[datetime]:
     """Return up to limit slots at or after start and before end."""
     found: list[datetime] = []
-    current = start - _TICK
     while len(found) < limit:
         try:
-            current = schedule.next_after(current)
+            current = schedule.next_after(found[-1] if found else start - _TICK)
         except (OverflowError, ValueError):  # past the calendar's end
             break
         if current is None or current >= end:

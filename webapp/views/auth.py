@@ -1,6 +1,7 @@
 """Sign in, sign out, and the signed-in user's own settings, sessions and API tokens."""
 
 import time
+from typing import Any
 
 from flask import (
     Blueprint,
@@ -219,8 +220,9 @@ def _check_password_change(new: str, data) -> tuple[dict[str, str], int]:
 def create_api_token():
     """Create an API token for oneself and show it, once (a new way in: a fresh proof
     first); one for dangerous actions only when the box says so."""
-    form = {"label": request.form.get("label", "").strip(), "days": request.form.get("days", ""),
-            "dangerous_actions": bool(request.form.get("dangerous_actions"))}
+    form: dict[str, Any] = {"label": request.form.get("label", "").strip(),
+                            "days": request.form.get("days", ""),
+                            "dangerous_actions": bool(request.form.get("dangerous_actions"))}
     errors = {}
     if not form["label"] or len(form["label"]) > 100:
         errors["label"] = "Name the token (up to 100 characters), e.g. “deploy script”."

@@ -4,6 +4,8 @@ Not a view: it declares no routes. The posts, revisions and previews views share
 helpers through here, so that no view imports another.
 """
 
+from datetime import datetime
+
 from flask import abort, render_template
 from flask_login import current_user
 
@@ -35,7 +37,8 @@ def read_times(sched: dict, names: tuple[str, ...], optional: tuple[str, ...] = 
         get_zone(sched["zone"])
     except TimeInputError as exc:
         raise PostError({"zone": str(exc)}) from None
-    times, errors = {}, {}
+    times: dict[str, datetime | None] = {}
+    errors: dict[str, str] = {}
     for name in names:
         if not sched.get(name) and name in optional:
             times[name] = None

@@ -62,7 +62,7 @@ def render_error(status: int, detail: str | None = None):
 
 def logged_path() -> str:
     """Return the request's path for a log line: a preview link's as its route, no token."""
-    if request.endpoint == "previews.show":
+    if request.endpoint == "previews.show" and request.url_rule is not None:
         return request.url_rule.rule
     return request.path
 

@@ -12,9 +12,9 @@ from flask import (
 )
 from flask_login import current_user, login_required
 
-from ..accounts import passkeys, ratelimit, signin, throttle
+from ..accounts import passkeys, ratelimit, signin, stepup, throttle
 from ..accounts.security import client_address, is_safe_next
-from ..accounts.stepup import fresh, step_up
+from ..accounts.stepup import fresh
 from ..accounts.users import user_target
 from ..extensions import db
 from ..models import User
@@ -37,7 +37,7 @@ def index():
 
 @bp.post("/settings/passkeys/confirm")
 @login_required
-@step_up
+@stepup.step_up
 def confirm():
     """Prove the session again before adding a passkey (the step-up prompt, then back)."""
     return redirect(url_for("passkeys.index"), code=303)
@@ -81,7 +81,7 @@ def register():
 
 @bp.post("/settings/passkeys/<int:passkey_id>/remove")
 @login_required
-@step_up
+@stepup.step_up
 def remove(passkey_id: int):
     """Remove one of the user's passkeys."""
     gone = passkeys.remove(current_user, passkey_id)

@@ -72,7 +72,7 @@ def restore(post_id: int, revision_id: int):
     try:
         revisions.check_restore(post, found)
         posts.update_post(post.id, request.form.get("version", 0, type=int), None,
-                           found.title, post.slug, found.body, restored_from=found.id)
+                          found.title, post.slug, found.body, restored_from=found.id)
     except StalePost:
         flash("Someone changed this post after you opened this page: nothing was restored. "
               "Look at the latest version and restore again if you still want to.", "error")
@@ -121,7 +121,7 @@ def change(post_id: int):
         apply_at = read_times({"apply_at": form["apply_at"].strip(), "zone": form["zone"]},
                               ("apply_at",))["apply_at"]
         posts.schedule_change(post.id, form["title"], form["body"], apply_at,
-                               int(form["change_id"]) if form["change_id"].isdigit() else None)
+                              int(form["change_id"]) if form["change_id"].isdigit() else None)
     except PostError as exc:
         return _change_page(post, 422, form, exc.errors)
     flash(f"The change goes live {human(apply_at, form['zone'])}.", "success")

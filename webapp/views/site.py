@@ -56,7 +56,7 @@ def _build(app: Flask) -> str:
     """
     if "soloist.site_build" not in app.extensions:
         digest = hashlib.blake2b(digest_size=8)
-        for path in sorted(Path(app.template_folder).rglob("*")):
+        for path in sorted(Path(app.root_path, app.template_folder or "").rglob("*")):
             if path.is_file():
                 digest.update(path.name.encode() + path.read_bytes())
         digest.update(Path(markdown.__file__).read_bytes())
@@ -259,7 +259,7 @@ def init_app(app: Flask) -> None:
     """Answer readers' public pages before Flask runs: a 304, else the page kept in memory."""
     revalidation.init_app(app)
     read = pagecache.remembered(validators_of)  # one read serves both
-    app.wsgi_app = httpcache.RevalidateFirst(
+    app.wsgi_app = httpcache.RevalidateFirst(  # type: ignore[method-assign]
         pagecache.PageCache(app.wsgi_app, app, read), app, read)
 
 

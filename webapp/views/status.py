@@ -2,7 +2,6 @@
 
 from flask import (
     Blueprint,
-    Response,
     abort,
     current_app,
     flash,
@@ -12,6 +11,7 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from markupsafe import Markup
 
@@ -92,7 +92,8 @@ def _render_live(snap) -> str:
     found = current_app.extensions.get("soloist_status_html")
     if found is None or found[0] is not snap:
         # a new snapshot starts a new store; the swap is one atomic assignment, no lock
-        found = (snap, {}, _connections(snap))
+        pages: dict[tuple[bool, str], str] = {}
+        found = (snap, pages, _connections(snap))
         current_app.extensions["soloist_status_html"] = found
     html = found[1].get(key)
     if html is None:
@@ -108,7 +109,7 @@ def _connections(snap) -> dict | None:
 @bp.route("/<name>/<action>", methods=["GET", "POST"])
 @role_required("admin")
 @step_up
-def act(name: str, action: str) -> Response | str:
+def act(name: str, action: str) -> ResponseReturnValue:
     """Confirm (GET) and do (POST) an ops action on a key's leader."""
     key = find_key(name)
     if key is None or action not in ACTIONS:

@@ -172,10 +172,10 @@ def _render_form(form: dict, errors: dict, timer: Timer | None = None, status: i
 def create():
     """Show the new-timer form; create the timer on POST."""
     if request.method != "POST":  # GET or HEAD: never a write
-        form = {"kind": "every", "every": "", "unit": "minutes", "timezone": user_zone(),
-                "misfire": "run_once", "grace_seconds": 60, "max_runtime_seconds": 300,
-                "max_failures": 5, "params": "{}"}
-        return _render_form(form, {})
+        blank = {"kind": "every", "every": "", "unit": "minutes", "timezone": user_zone(),
+                 "misfire": "run_once", "grace_seconds": 60, "max_runtime_seconds": 300,
+                 "max_failures": 5, "params": "{}"}
+        return _render_form(blank, {})
     form = _posted_form()
     _check_may_change(access.plugin_of(form["action"]))
     try:

@@ -153,9 +153,9 @@ def everywhere(user_id: int):
     return redirect(url_for("users.access", user_id=user.id), code=303)
 
 
-def _end(user_id: int, done: str, **which: int):
+def _end(user_id: int, done: str, session_id: int | None = None, token_id: int | None = None):
     user = _user_or_404(user_id)
-    if not end_one(user, **which):
+    if not end_one(user, session_id=session_id, token_id=token_id):
         abort(404)
     flash(done, "success")
     return redirect(url_for("users.access", user_id=user.id), code=303)

@@ -1,5 +1,7 @@
 """Webhooks (admins only): endpoints, the delivery log, and redelivery."""
 
+from typing import Any
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
 
@@ -39,14 +41,14 @@ def index():
 @step_up
 def create():
     """Add an endpoint; its secret is not shown again."""
-    form = {"url": request.form.get("url", "").strip(),
-            "description": request.form.get("description", "").strip(),
-            "events": request.form.getlist("events"),
-            "secret": request.form.get("secret", ""),
-            "payload_format": request.form.get("payload_format", "standard")}
+    form: dict[str, Any] = {"url": request.form.get("url", "").strip(),
+                            "description": request.form.get("description", "").strip(),
+                            "events": request.form.getlist("events"),
+                            "secret": request.form.get("secret", ""),
+                            "payload_format": request.form.get("payload_format", "standard")}
     try:
-        endpoints.create_webhook(form["url"], form["events"], form["secret"], form["description"],
-                              form["payload_format"])
+        endpoints.create_webhook(form["url"], form["events"], form["secret"],
+                                 form["description"], form["payload_format"])
     except endpoints.WebhookError as exc:
         db.session.rollback()
         return _page(form, exc.errors, 422)

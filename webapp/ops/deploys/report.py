@@ -57,8 +57,9 @@ def measure(deploy: Deploy, start: datetime, end: datetime, now: datetime,
                Post.status.in_(("scheduled", "published", "unpublished")))).all()
     lags = sorted(max((published - due).total_seconds(), 0.0)
                   for status, due, published in rows
-                  if status != "scheduled" and published is not None)
-    missed = sum(1 for status, due, _ in rows if status == "scheduled" and due <= now - LATE_AFTER)
+                  if status != "scheduled" and published is not None and due is not None)
+    missed = sum(1 for status, due, _ in rows
+                 if status == "scheduled" and due is not None and due <= now - LATE_AFTER)
     gaps = {name: longest_gap(segments, start, end) for name, segments in lanes.items()}
     return DeployWindow(
         deploy, start, end, ongoing=end >= now, due=len(rows), published=len(lags),

@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -28,7 +29,7 @@ from ...models import ReleaseBackfill
 from ...models.types import utcnow
 
 log = logging.getLogger("soloist.release")
-TABLE = ReleaseBackfill.__table__
+TABLE = cast(sa.Table, ReleaseBackfill.__table__)
 
 
 @dataclass
@@ -44,7 +45,8 @@ class Backfill:
     batches: int = 0
 
     @classmethod
-    def of(cls, row: ReleaseBackfill) -> "Backfill":
+    def of(cls, row: Any) -> "Backfill":
+        """Return the backfill a row of release_backfills notes (a model or a Core row)."""
         return cls(row.name, row.table_name, row.key_column, row.statement, row.batch,
                    row.after_key, row.batches)
 
@@ -81,7 +83,7 @@ def begin(conn: sa.Connection, name: str, statement: str, table: str, key: str,
             name=name, table_name=table, key_column=key, statement=statement, batch=batch,
             after_key=(first or 1) - 1, batches=0, began_at=now, updated_at=now,
             finished_at=now if first is None else None))
-        found = conn.execute(sa.select(TABLE).where(TABLE.c.name == name)).first()
+        found = conn.execute(sa.select(TABLE).where(TABLE.c.name == name)).one()
     return None if found.finished_at is not None else Backfill.of(found)
 
 

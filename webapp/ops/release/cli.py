@@ -56,12 +56,12 @@ def contract_refusal(migrations: list[plan.Migration], config) -> str | None:
     """Say why a pending contract step may not run now (None: it may, or there is none)."""
     from alembic.script import ScriptDirectory  # with a release only
 
-    contracts = [m for m in migrations if m.contract]
+    contracts = [(m.contract, m.revision) for m in migrations if m.contract]
     order = revision_order(ScriptDirectory.from_config(config)) if contracts else []
-    for migration in contracts:
-        older = older_code(migration.contract, order)
+    for contract, revision in contracts:
+        older = older_code(contract, order)
         if older:
-            return contract_refused(migration.contract, older, migration.revision)
+            return contract_refused(contract, older, revision)
     return None
 
 

@@ -10,6 +10,7 @@ release held from pg_locks itself.
 
 import io
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...db import is_postgres
@@ -142,7 +143,8 @@ class _Reader:
         self.found: list[Migration] = []
         self.transaction, self.begun = 0, 0
         self.patient = False
-        self.note, self.buffer = "", []
+        self.note = ""
+        self.buffer: list[str] = []
         self.short = ""  # the session's first lock_timeout: the short one
 
     def line(self, line: str) -> None:
@@ -215,7 +217,7 @@ def pending(config) -> tuple[str | None, list[Migration]]:
     if is_postgres():
         migrations = split(offline_sql(config, start))
     else:  # Alembic writes no SQLite SQL offline (batch mode reflects the live tables)
-        migrations = [Migration(script.revision, script.down_revision or "")
+        migrations = [Migration(script.revision, _named(script.down_revision))
                       for script in reversed(list(scripts.iterate_revisions(
                           "heads", start or "base")))]
     for migration in migrations:
@@ -240,6 +242,11 @@ def lock_words(statement: Statement, made: set[str]) -> str:
     wait = ("waits for it as long as it must (nothing queues behind it)" if statement.patient
             else "waits for it at most the lock timeout")
     return "; ".join(words) + f"; {wait}"
+
+
+def _named(down: str | Sequence[str] | None) -> str:
+    """Return the revision a migration follows (several, for a merge)."""
+    return down if isinstance(down, str) else ", ".join(down or ())
 
 
 def first_line(sql: str, width: int = 96) -> str:

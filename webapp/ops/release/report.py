@@ -35,7 +35,7 @@ WHERE a.wait_event_type = 'Lock' AND pg_backend_pid() = ANY(pg_blocking_pids(a.p
 
 def mode_name(pg_mode: str) -> str:
     """Return pg_locks' RowExclusiveLock as the documentation's ROW EXCLUSIVE."""
-    words = []
+    words: list[str] = []
     for char in pg_mode.removesuffix("Lock"):
         if char.isupper() and words:
             words.append(" ")

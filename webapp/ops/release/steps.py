@@ -21,6 +21,7 @@ they would run on an empty database).
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 from flask import current_app
@@ -93,7 +94,7 @@ def patient() -> Iterator[None]:
     _op().execute(limits.short_sql())
 
 
-def _scalar(sql: str, **params: object) -> object:
+def _scalar(sql: str, **params: object) -> Any:
     return _op().get_bind().execute(sa.text(sql), params).scalar()
 
 

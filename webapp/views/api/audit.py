@@ -1,5 +1,7 @@
 """Serve the audit log to admins' tokens: GET /api/audit with the page's filters."""
 
+from typing import TypeVar
+
 from flask import jsonify, request
 
 from ...ops import audit
@@ -10,9 +12,10 @@ from .inputs import time_field
 
 MAX_LIMIT = 200
 QUERY = {"actor", "action", "from", "to", "limit", "before"}
+D = TypeVar("D", bound=int | None)
 
 
-def _whole(name: str, default: int | None, low: int, high: int) -> int | None:
+def _whole(name: str, default: D, low: int, high: int) -> int | D:
     """Return a whole-number query argument between low and high; 422 naming it otherwise."""
     raw = request.args.get(name)
     if raw is None:

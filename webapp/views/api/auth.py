@@ -32,7 +32,7 @@ def authenticate() -> None:
                        "Send an API token: Authorization: Bearer <token> (create one "
                        "under Settings, or with `flask --app webapp create-token EMAIL`).")
     g.api_user = _token_user(token.strip())
-    view = current_app.view_functions.get(request.endpoint)
+    view = current_app.view_functions.get(request.endpoint or "")
     check_role(getattr(view, "api_role", None))
     if stepup.needs_fresh_proof(view) and not stepup.token_may(g.api_user):
         raise ApiError(403, "Forbidden", stepup.TOKEN_REFUSAL)
@@ -74,7 +74,7 @@ def api_role(role: str) -> Callable:
             check_role(role)
             return view(*args, **kwargs)
 
-        wrapped.api_role = role
+        wrapped.api_role = role  # type: ignore[attr-defined]
         return wrapped
 
     return decorator
