@@ -8,7 +8,7 @@ from flask import Flask
 
 from . import headers, limits, timefmt
 from .config import check_production_config, load_config
-from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
+from .db import engine_options, set_up_engine
 from .extensions import db
 from .site import compression, urls
 
@@ -35,16 +35,14 @@ def create_app(config: dict | None = None) -> Flask:
     timefmt.init_app(app)
     compression.init_app(app)  # public text gzipped (after the views' own hooks)
     register_commands(app)
-    register_scheduler(app, config)
+    register_scheduler(app)
     return app
 
 
 def configure_database(app: Flask) -> None:
-    """Default to a SQLite file in the instance folder; size the pool for PostgreSQL.
+    """Default to a SQLite file in the instance folder; size the web pool for PostgreSQL.
 
-    The scheduler's ticks (DB_ROLE "sched") always connect directly (LOCK_DATABASE_URL,
-    else DATABASE_URL), never through DATABASE_CONNECTION_POOL_URL: their statements need
-    the server-side timeouts a transaction pooler refuses, and an eviction must reach them.
+    The scheduler's engines are its own, made after the fork (webapp.scheduling.engines).
     """
     if not app.config.get("SQLALCHEMY_DATABASE_URI"):
         Path(app.instance_path).mkdir(parents=True, exist_ok=True)
@@ -52,30 +50,10 @@ def configure_database(app: Flask) -> None:
         app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
     if not app.config.get("LOCK_DATABASE_URL"):
         app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
-    app.config.setdefault("DB_ROLE", "web")
-    sched = app.config["DB_ROLE"] == "sched"
-    if sched:
-        app.config["SQLALCHEMY_DATABASE_URI"] = app.config["LOCK_DATABASE_URL"]
-        app.config["DB_WEB_VIA_POOLER"] = False
-    uri = app.config["SQLALCHEMY_DATABASE_URI"]
-    options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
-    # a logged database error must not carry its statement's values (webhook secrets, hashes)
-    options.setdefault("hide_parameters", True)
-    if not is_sqlite_url(uri):
-        # the scheduler thread uses one connection at a time; the web pool is sized by ops
-        plugin = app.config["DB_ROLE"] == "plugin"
-        pool = 1 if sched else app.config["PLUGIN_DB_POOL_SIZE"] if plugin else \
-            app.config["DB_POOL_SIZE"]
-        options.setdefault("pool_size", pool)
-        options.setdefault("max_overflow", 0 if sched or plugin else app.config["DB_MAX_OVERFLOW"])
-        options.setdefault("pool_pre_ping", True)
-        # a request waits for a connection no longer than half the stale bound: past it, 503
-        wait = max(1.0, app.config["LEADER_STALE_SECONDS"] / 2)
-        options.setdefault("pool_timeout", min(5.0, wait) if sched else min(10.0, wait))
-        options.setdefault("connect_args", pg_connect_args(app.config, app.config["DB_ROLE"]))
-    else:
-        options.setdefault("connect_args", {"timeout": 15})
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
+    web = engine_options(app.config, app.config["SQLALCHEMY_DATABASE_URI"], "web",
+                         app.config["DB_POOL_SIZE"], app.config["DB_MAX_OVERFLOW"])
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+        **web, **(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
     app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
 
 
@@ -85,10 +63,7 @@ def register_extensions(app: Flask) -> None:
 
     db.init_app(app)
     with app.app_context():
-        if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
-            enable_sqlite_pragmas(db.engine)
-        else:
-            watch_connections(db.engine, app.config["INSTANCE_NAME"], app.config["DB_ROLE"])
+        set_up_engine(db.engine, app.config["INSTANCE_NAME"], "web")
 
 
 NAV = [
@@ -159,25 +134,10 @@ def register_commands(app: Flask) -> None:
     cli.init_app(app)
 
 
-def register_scheduler(app: Flask, config: dict | None = None) -> None:
+def register_scheduler(app: Flask) -> None:
     """Start the scheduler under `flask run` only; gunicorn starts it after fork."""
     from .scheduling import process
 
     logging.getLogger("soloist").setLevel(logging.INFO)
-    if app.config["DB_ROLE"] == "web":
-        process.init_app(app, lambda: scheduler_app(config), lambda: plugin_app(config))
+    process.init_app(app)
 
-
-def scheduler_app(config: dict | None = None) -> Flask:
-    """Create the scheduler's own app: the same settings, its own small pool.
-
-    Its connections (soloist-sched:<instance>:<pid>) never wait behind web requests.
-    """
-    return create_app({**(config or {}), "DB_ROLE": "sched"})
-
-
-def plugin_app(config: dict | None = None) -> Flask:
-    """Create the app plugin work runs in (timer runs, hooks, webhook sends): its own small
-    pool (PLUGIN_DB_POOL_SIZE, soloist-plugin:<instance>:<pid>), used on the plugins key's
-    leader only, so plugin code never takes the web pool's connections."""
-    return create_app({**(config or {}), "DB_ROLE": "plugin"})

@@ -5,6 +5,7 @@ from pathlib import Path
 from flask import Flask
 from flask_login import LoginManager
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session as AppSession
 from flask_wtf.csrf import CSRFProtect
 from sqlalchemy.orm import DeclarativeBase
 
@@ -15,7 +16,17 @@ class Base(DeclarativeBase):
     """Declarative base for Soloist's typed models."""
 
 
-db = SQLAlchemy(model_class=Base)
+class Session(AppSession):
+    """db.session. One opened on an engine of its own keeps to it (the scheduler's work:
+    webapp.scheduling.engines), where Flask-SQLAlchemy's would take the app's engine."""
+
+    def get_bind(self, mapper=None, clause=None, bind=None, **kwargs):
+        if bind is None and self.bind is not None:
+            return self.bind
+        return super().get_bind(mapper=mapper, clause=clause, bind=bind, **kwargs)
+
+
+db = SQLAlchemy(model_class=Base, session_options={"class_": Session})
 login_manager = LoginManager()
 csrf = CSRFProtect()
 

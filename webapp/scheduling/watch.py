@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
+import sqlalchemy as sa
 from flask import Flask
 
 from ..db import database_now
@@ -29,6 +30,7 @@ from ..leadership.base import PollRow, silence
 from ..leadership.keys import by_value
 from ..ops import alerts
 from ..plugins.net import UnsafeURL, request, shown
+from .engines import working_on
 
 log = logging.getLogger("soloist.scheduler")
 
@@ -92,9 +94,10 @@ class Deadman:
 class Watch:
     """The scheduler's reports: ops.no_leader as a standby, pings as the publish leader."""
 
-    def __init__(self, app: Flask, name: str) -> None:
+    def __init__(self, app: Flask, name: str, engine: sa.Engine | None = None) -> None:
         cfg = app.config
         self.app, self.name = app, name
+        self.engine = engine  # the ticks' (None: the app's pool)
         self.no_leader_seconds = float(cfg.get("OPS_NO_LEADER_SECONDS",
                                                alerts.NO_LEADER_SECONDS))
         self.reported: set[tuple[int, int]] = set()  # (key, term) this process wrote
@@ -111,7 +114,7 @@ class Watch:
                 continue
             if (row.key, row.term) in self.reported:
                 continue
-            with self.app.app_context():
+            with working_on(self.app, self.engine):
                 try:
                     if alerts.no_leader(key, row.term, age, database_now(), self.name):
                         log.error("key %s has had no working leader (%s)", key.name,
@@ -120,8 +123,6 @@ class Watch:
                 except Exception:  # the alert waits for the next poll; the loop goes on
                     log.exception("could not record that key %s has no leader", key.name)
                     db.session.rollback()
-                finally:
-                    db.session.remove()
 
     def publishing(self, leading: bool) -> float | None:
         """Ping the dead-man's switch if due; return the monotonic time of the next ping."""
