@@ -37,7 +37,7 @@ ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
 # (endpoint, method) or endpoint -> the least that may use it
 EXPECTED = {
     "site.index": PUBLIC, "site.post": PUBLIC, "site.feed": PUBLIC,
-    "site.healthz": PUBLIC, "site.readyz": PUBLIC, "favicon.ico": PUBLIC,
+    "health.healthz": PUBLIC, "health.readyz": PUBLIC, "favicon.ico": PUBLIC,
     "favicon.robots": PUBLIC,
     "auth.login": PUBLIC, "auth.logout": SIGNED_IN, "auth.settings": SIGNED_IN,
     "auth.create_api_token": SIGNED_IN, "auth.revoke_api_token": SIGNED_IN,
@@ -277,8 +277,8 @@ def _api_post(url: str, token: str, body: dict) -> tuple[int, dict]:
     return json_answer(request)
 
 
-PUBLIC_ANSWERS = ("site.", "media_files.", "favicon.", "static", "plugins.sitemap_xml",
-                  "previews.show", "api.openapi")
+PUBLIC_ANSWERS = ("site.", "health.", "media_files.", "favicon.", "static",
+                  "plugins.sitemap_xml", "previews.show", "api.openapi")
 
 
 def test_every_signed_in_page_fragment_and_api_answer_is_kept_by_no_cache(open_app):

@@ -117,6 +117,7 @@ def register_blueprints(app: Flask) -> None:
                    passkeys, previews, revisions, media):
         app.register_blueprint(module.bp)
     app.register_blueprint(media.files_bp)
+    app.register_blueprint(status.health_bp)
     media.init_app(app)  # uploads may be larger than other forms
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
     media_files.init_app(app)  # files by content address: 304 and 200 before Flask runs

@@ -17,7 +17,6 @@ from flask import (
     abort,
     current_app,
     g,
-    jsonify,
     make_response,
     render_template,
     request,
@@ -27,8 +26,7 @@ from flask_login import current_user
 from markupsafe import Markup
 
 from .. import media, posts
-from ..db import autocommit_connection, ping, read_without_transaction
-from ..scheduling import process
+from ..db import autocommit_connection, read_without_transaction
 from ..site import (
     httpcache,
     markdown,
@@ -275,20 +273,3 @@ def absolute(html: str, base: str) -> Markup:
     "/media/…" against."""
     return markdown.absolute(html, base)
 
-
-@bp.get("/healthz")
-def healthz():
-    """Answer while the process is up."""
-    return jsonify(status="ok")
-
-
-@bp.get("/readyz")
-def readyz():
-    """Answer 200 when the database is reachable and this process's scheduler runs."""
-    problems = [problem] if (problem := ping()) else []
-    scheduler = process.current()
-    if scheduler is not None:
-        problems.extend(scheduler.problems())
-    if problems:
-        return jsonify(status="unavailable", problems=problems), 503
-    return jsonify(status="ok", scheduler=bool(scheduler and scheduler.alive))
