@@ -66,19 +66,29 @@ def register_extensions(app: Flask) -> None:
         set_up_engine(db.engine, app.config["INSTANCE_NAME"], "web")
 
 
+# the admin's menu, in order: each link is shown to the role its view requires (menu)
 NAV = [
-    ("dashboard.index", "Dashboard", "viewer"),
-    ("posts.index", "Posts", "editor"),
-    ("calendar.index", "Calendar", "editor"),
-    ("timers.index", "Timers", "editor"),
-    ("plugins.index", "Plugins", "editor"),
-    ("media.index", "Media", "editor"),
-    ("status.index", "Status", "viewer"),
-    ("webhooks.index", "Webhooks", "admin"),
-    ("users.index", "Users", "admin"),
-    ("audit.index", "Audit", "admin"),
-    ("site_settings.edit", "Site settings", "admin"),
+    ("dashboard.index", "Dashboard"),
+    ("posts.index", "Posts"),
+    ("calendar.index", "Calendar"),
+    ("timers.index", "Timers"),
+    ("plugins.index", "Plugins"),
+    ("media.index", "Media"),
+    ("status.index", "Status"),
+    ("webhooks.index", "Webhooks"),
+    ("users.index", "Users"),
+    ("audit.index", "Audit"),
+    ("site_settings.edit", "Site settings"),
 ]
+
+
+def menu(app: Flask) -> list[tuple[str, str, str]]:
+    """Return the admin's menu: (endpoint, label, the role its view declares with
+    role_required) for each page in NAV."""
+    from .accounts.security import required_role
+
+    return [(endpoint, label, required_role(app.view_functions[endpoint]))
+            for endpoint, label in NAV]
 
 
 def register_blueprints(app: Flask) -> None:
@@ -122,10 +132,7 @@ def register_blueprints(app: Flask) -> None:
     site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
     media_files.init_app(app)  # files by content address: 304 and 200 before Flask runs
 
-    @app.context_processor
-    def navigation() -> dict:
-        items = [item for item in NAV if item[0] in app.view_functions]
-        return {"nav_items": items}
+    app.jinja_env.globals["nav_items"] = menu(app)
 
 
 def register_commands(app: Flask) -> None:

@@ -100,9 +100,15 @@ def role_required(role: str) -> Callable:
         def wrapped(*args, **kwargs):
             return refusal(role) or view(*args, **kwargs)
 
+        wrapped.required_role = role  # the menu shows its link to that role (webapp.menu)
         return wrapped
 
     return decorator
+
+
+def required_role(view: Callable) -> str:
+    """Return the role a view declared with role_required."""
+    return view.required_role
 
 
 def refusal(role: str) -> Response | None:
