@@ -9,92 +9,25 @@ from flask import Flask
 from . import headers, limits, timefmt
 from .config import check_production_config, load_config
 from .db import engine_options, set_up_engine
-from .extensions import db
+from .extensions import csrf, db, login_manager
 from .site import compression, urls
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def create_app(config: dict | None = None) -> Flask:
-    """Create the app; start no threads and touch no database."""
-    app = Flask(
-        __name__,
-        instance_path=os.environ.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance"),
-        template_folder=str(ROOT / "templates"),
-        static_folder=str(ROOT / "static"),
-    )
-    app.config.update(load_config())
-    app.config.update(config or {})
-    check_production_config(app.config)
-    configure_database(app)
-    register_extensions(app)
-    register_blueprints(app)
-    urls.init_app(app)
-    limits.init_app(app)
-    headers.init_app(app)
-    timefmt.init_app(app)
-    compression.init_app(app)  # public text gzipped (after the views' own hooks)
-    register_commands(app)
-    register_scheduler(app)
-    return app
+    """Create the app; start no threads and touch no database.
 
-
-def configure_database(app: Flask) -> None:
-    """Default to a SQLite file in the instance folder; size the web pool for PostgreSQL.
-
-    The scheduler's engines are its own, made after the fork (webapp.scheduling.engines).
+    The table of contents: every extension, blueprint and WSGI wrapper, in the order they
+    are added.
     """
-    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
-        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
-        path = Path(app.instance_path) / "soloist.db"
-        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
-    if not app.config.get("LOCK_DATABASE_URL"):
-        app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
-    web = engine_options(app.config, app.config["SQLALCHEMY_DATABASE_URI"], "web",
-                         app.config["DB_POOL_SIZE"], app.config["DB_MAX_OVERFLOW"])
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
-        **web, **(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
-    app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
-
-
-def register_extensions(app: Flask) -> None:
-    """Bind the database to the app (migrations bind when they run: cli.migrations)."""
-    from . import models  # noqa: F401  (register the tables with the metadata)
-
-    db.init_app(app)
-    with app.app_context():
-        set_up_engine(db.engine, app.config["INSTANCE_NAME"], "web")
-
-
-# the admin's menu, in order: each link is shown to the role its view requires (menu)
-NAV = [
-    ("dashboard.index", "Dashboard"),
-    ("posts.index", "Posts"),
-    ("calendar.index", "Calendar"),
-    ("timers.index", "Timers"),
-    ("plugins.index", "Plugins"),
-    ("media.index", "Media"),
-    ("status.index", "Status"),
-    ("webhooks.index", "Webhooks"),
-    ("users.index", "Users"),
-    ("audit.index", "Audit"),
-    ("site_settings.edit", "Site settings"),
-]
-
-
-def menu(app: Flask) -> list[tuple[str, str, str]]:
-    """Return the admin's menu: (endpoint, label, the role its view declares with
-    role_required) for each page in NAV."""
-    from .accounts.security import required_role
-
-    return [(endpoint, label, required_role(app.view_functions[endpoint]))
-            for endpoint, label in NAV]
-
-
-def register_blueprints(app: Flask) -> None:
-    """Mount the web views, the error pages and the navigation."""
+    # imported here, not above: gunicorn's master imports webapp.config before it sets
+    # PROMETHEUS_MULTIPROC_DIR, which the views' metrics library reads as it is imported
+    from . import cli, models  # noqa: F401  (models: the tables, with the metadata)
     from . import media as media_files
     from .accounts import security
+    from .scheduling import process
+    from .site import revalidation
     from .views import (
         api,
         audit,
@@ -120,32 +53,86 @@ def register_blueprints(app: Flask) -> None:
         webhooks,
     )
 
-    security.init_app(app)
-    errors.init_app(app)
-    for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
-                   plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor,
-                   passkeys, previews, revisions, media):
-        app.register_blueprint(module.bp)
-    app.register_blueprint(media.files_bp)
-    app.register_blueprint(status.health_bp)
-    media.init_app(app)  # uploads may be larger than other forms
-    site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
-    media_files.init_app(app)  # files by content address: 304 and 200 before Flask runs
-
+    app = Flask(
+        __name__,
+        instance_path=os.environ.get("SOLOIST_INSTANCE_PATH") or str(ROOT / "instance"),
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.update(load_config())
+    app.config.update(config or {})
+    check_production_config(app.config)
+    configure_database(app)
+    db.init_app(app)
+    with app.app_context():
+        set_up_engine(db.engine, app.config["INSTANCE_NAME"], "web")
+    login_manager.init_app(app)
+    csrf.init_app(app)
+    security.init_app(app)  # sign-in pages, session cookies, password and 2FA prompts
+    security.trust_proxy_hops(app)  # WSGI: the client's address from the router's headers
+    errors.init_app(app)  # error pages, and ids in URLs bounded before any route exists
+    for bp in (site.bp, auth.bp, dashboard.bp, status.bp, status.health_bp, freezes.bp, api.bp,
+               posts.bp, calendar.bp, users.bp, timers.bp, plugins.bp, webhooks.bp, metrics.bp,
+               audit.bp, sitesettings.bp, favicon.bp, two_factor.bp, passkeys.bp, previews.bp,
+               revisions.bp, media.bp, media.files_bp):
+        app.register_blueprint(bp)
     app.jinja_env.globals["nav_items"] = menu(app)
-
-
-def register_commands(app: Flask) -> None:
-    """Add Soloist's flask commands."""
-    from . import cli
-
+    media.init_app(app)  # uploads may be larger than other forms
+    revalidation.init_app(app)  # the public pages' 304s read on a connection of their own
+    # WSGI wrappers: each wraps those added before it, so the last sees a request first.
+    # Files by content address come before the site's pages: an image (immutable, several
+    # to a page) is answered before the page layers open an app context to look at it.
+    site.init_app(app)  # WSGI: readers' matching conditional requests, 304 before Flask runs
+    media_files.init_app(app)  # WSGI: files by content address, 304 and 200 before Flask runs
+    urls.init_app(app)
+    limits.init_app(app)  # WSGI, outermost: chunked bodies over the limit refused unread
+    headers.init_app(app)
+    timefmt.init_app(app)
+    compression.init_app(app)  # public text gzipped (after the views' own hooks)
     cli.init_app(app)
-
-
-def register_scheduler(app: Flask) -> None:
-    """Start the scheduler under `flask run` only; gunicorn starts it after fork."""
-    from .scheduling import process
-
     logging.getLogger("soloist").setLevel(logging.INFO)
-    process.init_app(app)
+    process.init_app(app)  # the scheduler under `flask run` only; gunicorn starts it after fork
+    return app
 
+
+def configure_database(app: Flask) -> None:
+    """Default to a SQLite file in the instance folder; size the web pool for PostgreSQL.
+
+    The scheduler's engines are its own, made after the fork (webapp.scheduling.engines).
+    """
+    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
+        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+        path = Path(app.instance_path) / "soloist.db"
+        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
+    if not app.config.get("LOCK_DATABASE_URL"):
+        app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
+    web = engine_options(app.config, app.config["SQLALCHEMY_DATABASE_URI"], "web",
+                         app.config["DB_POOL_SIZE"], app.config["DB_MAX_OVERFLOW"])
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+        **web, **(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
+    app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
+
+
+# the admin's menu, in order: each link is shown to the role its view requires (menu)
+NAV = [
+    ("dashboard.index", "Dashboard"),
+    ("posts.index", "Posts"),
+    ("calendar.index", "Calendar"),
+    ("timers.index", "Timers"),
+    ("plugins.index", "Plugins"),
+    ("media.index", "Media"),
+    ("status.index", "Status"),
+    ("webhooks.index", "Webhooks"),
+    ("users.index", "Users"),
+    ("audit.index", "Audit"),
+    ("site_settings.edit", "Site settings"),
+]
+
+
+def menu(app: Flask) -> list[tuple[str, str, str]]:
+    """Return the admin's menu: (endpoint, label, the role its view declares with
+    role_required) for each page in NAV."""
+    from .accounts.security import required_role
+
+    return [(endpoint, label, required_role(app.view_functions[endpoint]))
+            for endpoint, label in NAV]

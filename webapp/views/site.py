@@ -254,8 +254,8 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
 
 
 def init_app(app: Flask) -> None:
-    """Answer readers' public pages before Flask runs: a 304, else the page kept in memory."""
-    revalidation.init_app(app)
+    """Answer readers' public pages before Flask runs: a 304, else the page kept in memory
+    (their reads on revalidation's connection, which create_app gives the app first)."""
     read = pagecache.remembered(validators_of)  # one read serves both
     app.wsgi_app = httpcache.RevalidateFirst(
         pagecache.PageCache(app.wsgi_app, app, read), app, read)
@@ -272,4 +272,3 @@ def absolute(html: str, base: str) -> Markup:
     """Make a rendered body's addresses absolute on base: a feed reader has no page to resolve
     "/media/…" against."""
     return markdown.absolute(html, base)
-
