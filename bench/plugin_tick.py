@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from collections import defaultdict
+from functools import partial
 
 from common import Bench, log, percentile, report, run_main, table
 
@@ -130,7 +131,7 @@ def fill(bench: Bench, n: int, plugins: list[str], endpoint: int) -> None:
     log(f"filled and vacuumed in {time.monotonic() - started:.1f} s")
 
 
-def run_ticks(app, bench: Bench, clock: Statements, now, rounds: int, new: int) -> dict:
+def run_ticks(ticking, bench: Bench, clock: Statements, now, rounds: int, new: int) -> dict:
     """Tick rounds times at now; return {"times": [ms], "statements": {sql: [ms]}}."""
     from webapp.extensions import db
     from webapp.scheduling import plugin_tick, workers
@@ -140,7 +141,7 @@ def run_ticks(app, bench: Bench, clock: Statements, now, rounds: int, new: int) 
     for _ in range(rounds):
         if new:
             bench.execute(NEW_EVENTS_SQL, {"n": new})
-        with app.app_context():
+        with ticking():
             clock.take()
             started = time.perf_counter()
             plugin_tick.tick(now, "bench")  # as the unled leadership: nobody leads here
@@ -158,13 +159,13 @@ def run_ticks(app, bench: Bench, clock: Statements, now, rounds: int, new: int) 
             "calls": calls}
 
 
-def settle(app, now) -> None:
+def settle(ticking, now) -> None:
     """Tick until nothing is left to do (default timers created, due slots run)."""
     from webapp.extensions import db
     from webapp.scheduling import plugin_tick, workers
 
     for _ in range(20):
-        with app.app_context():
+        with ticking():
             upcoming = plugin_tick.tick(now, "bench")  # as the unled leadership: nobody leads here
             db.session.remove()
         workers.drain(30)
@@ -173,25 +174,25 @@ def settle(app, now) -> None:
     raise RuntimeError("the plugin tick still has work after 20 ticks")
 
 
-def explain_outbox(app, bench: Bench, clock: Statements, now, new: int) -> dict[str, list[str]]:
+def explain_outbox(ticking, bench: Bench, clock: Statements, now, new: int) -> dict[str, list[str]]:
     """Return EXPLAIN (ANALYZE) of each tick statement on the outbox: idle, then with events."""
     def reads_outbox(statement: str) -> bool:
         return "outbox_events" in statement
 
     clock.explain_if, clock.plans = reads_outbox, {}
-    run_ticks(app, bench, clock, now, 1, 0)
-    run_ticks(app, bench, clock, now, 1, new)
+    run_ticks(ticking, bench, clock, now, 1, 0)
+    run_ticks(ticking, bench, clock, now, 1, new)
     clock.explain_if = None
     return clock.plans
 
 
-def time_trim(app, clock: Statements) -> dict:
+def time_trim(ticking, clock: Statements) -> dict:
     """Run housekeeping's trim with its default retention; return counts and timings."""
     from webapp.db import database_now
     from webapp.extensions import db
     from webapp.plugins import housekeeping
 
-    with app.app_context():
+    with ticking():
         now = database_now()
         db.session.rollback()
         clock.each, clock.plans = [], {}
@@ -261,22 +262,22 @@ def plans_section(plans: dict[str, list[str]]) -> str:
     return "\n\n".join(blocks) or "(the tick sent no statement on outbox_events)"
 
 
-def measure(app, bench: Bench, clock: Statements, args, plugins, endpoint) -> tuple:
+def measure(ticking, bench: Bench, clock: Statements, args, plugins, endpoint) -> tuple:
     from webapp.db import database_now
     from webapp.extensions import db
 
     results, plans = {}, {}
     for size in args.sizes:
         fill(bench, size, plugins, endpoint)
-        with app.app_context():
+        with ticking():
             now = database_now()
             db.session.remove()
-        settle(app, now)
+        settle(ticking, now)
         log(f"{size:,} events: {args.rounds} idle ticks, {args.rounds} with {args.new} new events")
-        results[size] = {"idle": run_ticks(app, bench, clock, now, args.rounds, 0),
-                         "fan_out": run_ticks(app, bench, clock, now, args.rounds, args.new)}
+        results[size] = {"idle": run_ticks(ticking, bench, clock, now, args.rounds, 0),
+                         "fan_out": run_ticks(ticking, bench, clock, now, args.rounds, args.new)}
         if size == args.sizes[-1]:
-            plans = explain_outbox(app, bench, clock, now, args.new)
+            plans = explain_outbox(ticking, bench, clock, now, args.new)
     return results, plans
 
 
@@ -290,22 +291,24 @@ def main() -> None:
     from tests.harness.support import make_app
     from webapp.extensions import db
     from webapp.plugins import registry
+    from webapp.scheduling import engines
 
     with Bench("plugin_tick") as bench:
-        # as the runner does: the ticks on the scheduler's own app (its one-connection
-        # pool), plugin code (hook batches, senders) on the app with the web pool
-        app, plugin_app = make_app(bench.url, DB_ROLE="sched"), make_app(bench.url)
-        app.extensions["soloist.plugin_app"] = plugin_app
+        # as the runner does: the ticks on the scheduler's own connection, plugin code (hook
+        # batches, senders) here on the app's pool
+        app = make_app(bench.url)
+        ticks = engines.build(app.config).ticks
+        clock = Statements(ticks)
         with app.app_context():
-            clock = Statements(db.engine)
             plugins = sorted(n for n, p in registry.enabled_plugins().items() if p.hooks)
         endpoint = bench.execute(ENDPOINT_SQL)[0][0]
-        results, plans = measure(app, bench, clock, args, plugins, endpoint)
-        trimmed = None if args.no_trim else time_trim(app, clock)
+        ticking = partial(engines.working_on, app, ticks)
+        results, plans = measure(ticking, bench, clock, args, plugins, endpoint)
+        trimmed = None if args.no_trim else time_trim(ticking, clock)
         trim_plans = {s: p for s, p in clock.plans.items() if "FROM outbox_events" in s}
-        for each in (app, plugin_app):
-            with each.app_context():
-                db.engine.dispose()
+        ticks.dispose()
+        with app.app_context():
+            db.engine.dispose()
     print_report(args, results, plans, trimmed, trim_plans, plugins)
 
 

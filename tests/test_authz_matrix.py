@@ -1,17 +1,19 @@
 """Every endpoint x every role x anonymous: allowed or refused as designed; CSRF everywhere.
 
 Built from app.url_map, so an endpoint added later is checked too: it needs a line in
-EXPECTED, or it falls back to the role its blueprint has in the navigation (NAV).
+EXPECTED, or it falls back to the role its blueprint's page in the menu declares.
 /api (bearer tokens, tested with the API) and static files are left out; /metrics takes
 bearer tokens only (tests/test_metrics.py), so every cookie role gets its 401 here.
 """
 
 import json
+import re
 import urllib.error
 import urllib.request
 
 import pytest
 import sqlalchemy as sa
+from flask import url_for
 
 from tests.harness.cluster import json_answer
 from tests.harness.support import (
@@ -26,7 +28,7 @@ from tests.harness.support import (
     serve,
     text,
 )
-from webapp import NAV
+from webapp import menu
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import ApiToken, User, WebhookEndpoint
@@ -37,7 +39,7 @@ ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
 # (endpoint, method) or endpoint -> the least that may use it
 EXPECTED = {
     "site.index": PUBLIC, "site.post": PUBLIC, "site.feed": PUBLIC,
-    "site.healthz": PUBLIC, "site.readyz": PUBLIC, "favicon.ico": PUBLIC,
+    "health.healthz": PUBLIC, "health.readyz": PUBLIC, "favicon.ico": PUBLIC,
     "favicon.robots": PUBLIC,
     "auth.login": PUBLIC, "auth.logout": SIGNED_IN, "auth.settings": SIGNED_IN,
     "auth.create_api_token": SIGNED_IN, "auth.revoke_api_token": SIGNED_IN,
@@ -79,7 +81,6 @@ EXPECTED = {
     "media.index": "editor", "media.upload": "editor", "media.delete": "editor",
     "media_files.serve": PUBLIC,
 }
-NAV_ROLES = {endpoint.split(".")[0]: role for endpoint, _label, role in NAV}
 SAMPLES = {"int": "999999", "string": "nope", "default": "nope", "path": "nope",
            "uuid": "00000000-0000-0000-0000-000000000000", "float": "1.5"}
 STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
@@ -107,14 +108,14 @@ def _sample(converter) -> str:
     return SAMPLES[names.get(type(converter).__name__, "default")]
 
 
-def expected_role(endpoint: str, method: str) -> str:
-    """Return who may use endpoint with method, from EXPECTED or the blueprint's NAV role."""
+def expected_role(app, endpoint: str, method: str) -> str:
+    """Return who may use endpoint with method, from EXPECTED or its blueprint's menu role."""
     for key in ((endpoint, method), endpoint):
         if key in EXPECTED:
             return EXPECTED[key]
-    blueprint = endpoint.split(".")[0]
-    if blueprint in NAV_ROLES:
-        return NAV_ROLES[blueprint]
+    menu_roles = {page.split(".")[0]: role for page, _label, role in menu(app)}
+    if endpoint.split(".")[0] in menu_roles:
+        return menu_roles[endpoint.split(".")[0]]
     pytest.fail(f"{endpoint} ({method}) is not in the authorisation table: add it to EXPECTED "
                 "in tests/test_authz_matrix.py with the least role that may use it")
 
@@ -164,7 +165,7 @@ def test_every_endpoint_allows_or_refuses_each_role_as_designed(open_app, role):
         if role is not None:
             AuthActions(client).login(role)  # afresh: /logout ends the session
         response = client.open(url, method=method, data={})
-        least = expected_role(endpoint, method)
+        least = expected_role(open_app, endpoint, method)
         allowed = may(role, least)
         if response.status_code == 500:
             wrong.append(f"{method} {url}: 500")
@@ -181,6 +182,20 @@ def test_the_table_covers_every_endpoint_it_names(open_app):
     known = {endpoint for endpoint, _method, _url in checked_routes(open_app)}
     stale = {key for key in EXPECTED if (key if isinstance(key, str) else key[0]) not in known}
     assert not stale, f"EXPECTED names endpoints that no longer exist: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("role", ROLES[1:])
+def test_the_menu_shows_each_role_the_pages_it_may_open_and_no_other(open_app, role):
+    client = open_app.test_client()
+    AuthActions(client).login(role)
+    page = text(client.get("/admin/"))
+    nav = page.split('<nav class="nav" aria-label="Main">')[1].split("</nav>")[0]
+    shown = set(re.findall(r'href="([^"]+)"', nav))
+    with open_app.test_request_context():
+        pages = {url_for(endpoint) for endpoint, _label, _role in menu(open_app)}
+    opens = {url for url in pages if client.get(url).status_code == 200}
+    assert shown == opens
+    assert len(shown) == {"viewer": 2, "editor": 7, "admin": len(pages)}[role]
 
 
 @pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])
@@ -277,8 +292,8 @@ def _api_post(url: str, token: str, body: dict) -> tuple[int, dict]:
     return json_answer(request)
 
 
-PUBLIC_ANSWERS = ("site.", "media_files.", "favicon.", "static", "plugins.sitemap_xml",
-                  "previews.show", "api.openapi")
+PUBLIC_ANSWERS = ("site.", "health.", "media_files.", "favicon.", "static",
+                  "plugins.sitemap_xml", "previews.show", "api.openapi")
 
 
 def test_every_signed_in_page_fragment_and_api_answer_is_kept_by_no_cache(open_app):

@@ -10,13 +10,13 @@ import sqlalchemy as sa
 
 from tests.harness.cluster import BIN, ROOT, base_env, create_database, drop_database, free_port
 from tests.harness.support import make_app
-from webapp import scheduler_app
 from webapp.config import ConfigError, load_config, normalise_database_url
 from webapp.db import conninfo, identity, pg_connect_args
 from webapp.extensions import db
 from webapp.leadership.base import LockUnavailable
 from webapp.leadership.keys import PUBLISH
 from webapp.leadership.pg import PgLockSession
+from webapp.scheduling import engines
 from webapp.site.revalidation import Reader
 
 SERVER_SIDE = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
@@ -31,29 +31,28 @@ def _client(conn: psycopg.Connection) -> dict[str, str]:
     return conn.info.get_parameters()
 
 
-def _engine_connection(app) -> psycopg.Connection:
-    with app.app_context():
-        raw = db.engine.raw_connection()
-        return raw, raw.driver_connection
+def _engine_connection(engine: sa.Engine) -> psycopg.Connection:
+    raw = engine.raw_connection()
+    return raw, raw.driver_connection
 
 
 def test_every_connection_of_the_app_bounds_its_socket_waits_on_both_sides(pg_url):
     settings = {"LEADER_STALE_SECONDS": 20.0}
     app = make_app(pg_url, **settings)
-    sched = scheduler_app({"TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
-                           "SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"],
-                           "LOCK_DATABASE_URL": app.config["LOCK_DATABASE_URL"], **settings})
+    own = engines.build(app.config)  # the scheduler's
     reader = Reader(app.config)
     locks = PgLockSession(app.config["LOCK_DATABASE_URL"], "bounds",
                           pg_connect_args(app.config, "web")["options"],
                           {k: v for k, v in pg_connect_args(app.config, "web").items()
                            if k not in ("options", "application_name")})
-    web_raw, web = _engine_connection(app)
-    sched_raw, tick = _engine_connection(sched)
+    with app.app_context():
+        web_raw, web = _engine_connection(db.engine)
+    sched_raw, tick = _engine_connection(own.ticks)
+    plugin_raw, plugin = _engine_connection(own.plugins)
     site = reader._connected(None)
     locks.connect()
     try:
-        for conn in (web, tick, site, locks.conn):
+        for conn in (web, tick, plugin, site, locks.conn):
             # a vanished server is noticed by the client in half of LEADER_STALE_SECONDS...
             assert _client(conn)["tcp_user_timeout"] == "10000"
             assert _client(conn)["keepalives_idle"] == "4"
@@ -63,13 +62,13 @@ def test_every_connection_of_the_app_bounds_its_socket_waits_on_both_sides(pg_ur
                 "tcp_keepalives_count": "3", "tcp_user_timeout": "10000",
                 "client_connection_check_interval": "2s", "statement_timeout": "10s"}
     finally:
-        web_raw.close()
-        sched_raw.close()
+        for raw in (web_raw, sched_raw, plugin_raw):
+            raw.close()
         site.close()
         locks.close()
-        for each in (app, sched):
-            with each.app_context():
-                db.engine.dispose()
+        own.close()
+        with app.app_context():
+            db.engine.dispose()
 
 
 def test_behind_a_pooler_web_connections_keep_client_keepalives_and_send_no_options():
@@ -84,15 +83,13 @@ def test_behind_a_pooler_web_connections_keep_client_keepalives_and_send_no_opti
 
 def test_the_scheduler_ticks_connect_directly_when_a_pool_url_is_set(pg_url):
     dead = f"postgres://root@127.0.0.1:{free_port()}/nowhere"  # stands in for the pooler
-    sched = scheduler_app({"TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
-                           "SQLALCHEMY_DATABASE_URI": normalise_database_url(dead),
-                           "LOCK_DATABASE_URL": normalise_database_url(pg_url),
-                           "DB_WEB_VIA_POOLER": True})
-    with sched.app_context():
+    app = make_app(dead, LOCK_DATABASE_URL=normalise_database_url(pg_url),
+                   DB_WEB_VIA_POOLER=True)
+    own = engines.build(app.config)
+    with engines.working_on(app, own.ticks):  # as a tick runs
         assert db.session.scalar(sa.text("SELECT current_setting('tcp_keepalives_idle')")) == "2"
         name = db.session.scalar(sa.text("SELECT current_setting('application_name')"))
-        db.session.remove()
-        db.engine.dispose()
+    own.close()
     assert name.startswith("soloist-sched:pytest:")
 
 

@@ -149,7 +149,7 @@ def test_a_run_claimed_but_never_started_is_settled_by_the_next_leader_at_once(
     made = timer()
     lead(OLD)
 
-    def killed(*_args):  # the process dies between the claim's commit and the thread
+    def killed(*_args, **_engine):  # the process dies between the claim's commit and the thread
         raise SystemExit("killed")
 
     monkeypatch.setattr(plugin_tick, "_launch", killed)
@@ -227,7 +227,8 @@ def test_a_thawed_leader_does_not_start_a_run_its_successor_recorded_abandoned(
     made, launched = timer(), []
     lead(OLD)
     # it froze between the claim's commit and its thread's start
-    monkeypatch.setattr(plugin_tick, "_launch", lambda *args: launched.append(args) or 1)
+    monkeypatch.setattr(plugin_tick, "_launch",
+                        lambda *args, **_engine: launched.append(args) or 1)
     plugin_tick.tick(T0, OLD.holder, term=OLD.term)
     monkeypatch.undo()
     lead(NEW)  # evicted; the successor settles the run it cannot see running

@@ -9,13 +9,12 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
-from tests.harness.support import make_app
 from webapp.db import identity
 from webapp.extensions import db
 from webapp.leadership.keys import PLUGINS
 from webapp.models import LeaderState, Timer, TimerRun
 from webapp.plugins import Plugin, registry
-from webapp.scheduling import plugin_tick, workers
+from webapp.scheduling import engines, plugin_tick, workers
 from webapp.timers import create_timer
 
 T0 = datetime(2026, 3, 29, 9, 0, 0, tzinfo=UTC)
@@ -54,19 +53,17 @@ CREATE TRIGGER refuse_outcome BEFORE UPDATE ON timer_runs FOR EACH ROW
 
 
 @pytest.fixture
-def pooled(app, pg_url):
-    """The app with plugin code on a pool of its own (soloist-plugin:…), as a leader runs it."""
+def pooled(app):
+    """Plugin work's own pool (soloist-plugin:…), as a leader's scheduler has it."""
     STARTED.clear()
     RELEASE.clear()
     registry.register(settling)
-    plugin_app = make_app(pg_url, DB_ROLE="plugin")
-    app.extensions["soloist.plugin_app"] = plugin_app
+    own = engines.build(app.config)
     with app.app_context():
-        yield app
+        yield own.plugins
         RELEASE.set()
         assert workers.drain(10)
-    with plugin_app.app_context():
-        db.engine.dispose()
+    own.close()
     registry.unregister("settling")
 
 
@@ -97,7 +94,7 @@ def runs_of(made: Timer) -> list[tuple[str, str]]:
 def test_a_run_whose_connection_is_ended_mid_run_is_recorded_and_the_next_slot_runs(pooled):
     made = timer()
     holder, term = lead_here()
-    plugin_tick.tick(T0, holder, term=term)
+    plugin_tick.tick(T0, holder, term=term, plugin_engine=pooled)
     wait_for(STARTED.is_set, 10, "the run to start (its transaction open)")
     assert db.session.scalar(sa.text(END_PLUGIN_POOL)) >= 1  # only the plugin pool's
     db.session.commit()
@@ -105,7 +102,7 @@ def test_a_run_whose_connection_is_ended_mid_run_is_recorded_and_the_next_slot_r
     wait_for(lambda: runs_of(made)[0][0] != "running", 10, "the outcome recorded",
              state=lambda: runs_of(made))
     assert runs_of(made) == [("succeeded", "")]
-    plugin_tick.tick(SLOT, holder, term=term)  # the next slot, on time
+    plugin_tick.tick(SLOT, holder, term=term, plugin_engine=pooled)  # the next slot, on time
     assert workers.drain(10)
     assert [status for status, _ in runs_of(made)] == ["succeeded", "succeeded"]
 
@@ -116,7 +113,7 @@ def test_a_run_whose_outcome_cannot_be_recorded_is_settled_by_the_next_tick(pool
     db.session.execute(sa.text(REFUSE_OUTCOMES))
     db.session.commit()
     try:
-        plugin_tick.tick(T0, holder, term=term)
+        plugin_tick.tick(T0, holder, term=term, plugin_engine=pooled)
         wait_for(STARTED.is_set, 10, "the run to start")
         RELEASE.set()
         assert workers.drain(10)  # every try failed; its thread has ended
@@ -125,7 +122,7 @@ def test_a_run_whose_outcome_cannot_be_recorded_is_settled_by_the_next_tick(pool
         db.session.execute(sa.text("DROP TRIGGER refuse_outcome ON timer_runs; "
                                    "DROP FUNCTION refuse_outcome()"))
         db.session.commit()
-    plugin_tick.tick(SLOT, holder, term=term)
+    plugin_tick.tick(SLOT, holder, term=term, plugin_engine=pooled)
     assert workers.drain(10)
     (first, error), second = runs_of(made)
     assert first == "abandoned" and "outcome could not be recorded" in error

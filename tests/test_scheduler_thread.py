@@ -14,14 +14,14 @@ import sqlalchemy as sa
 
 from tests.harness.cluster import ROOT, wait_for
 from tests.harness.support import make_app
-from webapp import posts, scheduler_app
+from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.election import Leadership
 from webapp.leadership.keys import PUBLISH
 from webapp.leadership.pg import PgLockSession
 from webapp.leadership.status import snapshot
 from webapp.models import LeaderEvent
-from webapp.scheduling import process
+from webapp.scheduling import engines, process
 from webapp.scheduling.runner import Scheduler
 
 
@@ -33,12 +33,11 @@ def _kinds(app) -> list[str]:
 @pytest.fixture
 def scheduler(app):
     """A scheduler started the way gunicorn starts one, stopped after the test."""
-    running = Scheduler(app, tick_app=_tick_app(app.config["SQLALCHEMY_DATABASE_URI"]))
+    running = Scheduler(app, engines=engines.build(app.config))
     yield running
     running.stop(10)
     running.locks.close()
-    with running.tick_app.app_context():
-        db.engine.dispose()
+    running.engines.close()
 
 
 def test_the_scheduler_thread_outlives_an_error_in_its_own_loop(app, scheduler):
@@ -55,11 +54,6 @@ def test_the_scheduler_thread_outlives_an_error_in_its_own_loop(app, scheduler):
     wait_for(lambda: len(failures) == 2, 10, "the loop to hit the error twice")
     wait_for(lambda: PUBLISH.value in scheduler.leadership.held, 10, "leadership after it")
     assert scheduler.alive and scheduler.problems() == []
-
-
-def _tick_app(url: str):
-    return scheduler_app({"TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
-                          "SQLALCHEMY_DATABASE_URI": url, "LOCK_DATABASE_URL": url})
 
 
 def _schedule_soon(app, slug: str) -> int:
@@ -79,7 +73,7 @@ def _wait_published(app, post_id: int, timeout: float) -> None:
 
 def test_the_leader_publishes_while_requests_hold_every_pooled_connection(app, pg_url):
     web = make_app(pg_url, DB_POOL_SIZE=1, DB_MAX_OVERFLOW=0)
-    running = Scheduler(web, tick_app=_tick_app(app.config["SQLALCHEMY_DATABASE_URI"]))
+    running = Scheduler(web, engines=engines.build(web.config))
     with web.app_context():
         held = db.engine.connect()  # the web pool's only connection, as a long request holds it
     try:
@@ -91,9 +85,9 @@ def test_the_leader_publishes_while_requests_hold_every_pooled_connection(app, p
         held.close()
         running.stop(10)
         running.locks.close()
-        for each in (web, running.tick_app):
-            with each.app_context():
-                db.engine.dispose()
+        running.engines.close()
+        with web.app_context():
+            db.engine.dispose()
 
 
 def test_a_worker_with_a_thousand_open_sockets_schedules_like_any_other(app, scheduler):
@@ -181,7 +175,7 @@ def test_a_killed_leader_shows_as_ended_with_how_long_it_held(app):
 def test_readyz_fails_while_the_scheduler_is_stuck_in_one_step_and_recovers_after(app):
     app.config["LEADER_STALE_SECONDS"] = 2.0
     stuck, release = [], __import__("threading").Event()
-    running = Scheduler(app, tick_app=_tick_app(app.config["SQLALCHEMY_DATABASE_URI"]))
+    running = Scheduler(app, engines=engines.build(app.config))
     real = running.ticks[PUBLISH.value]
 
     def tick_that_hangs(*args, **kwargs):  # as a read on a dead socket would, once
@@ -202,8 +196,7 @@ def test_readyz_fails_while_the_scheduler_is_stuck_in_one_step_and_recovers_afte
         release.set()
         running.stop(10)
         running.locks.close()
-        with running.tick_app.app_context():
-            db.engine.dispose()
+        running.engines.close()
 
 
 def test_a_thawed_leader_whose_connection_its_evictor_ends_mid_write_still_records_it(
@@ -211,8 +204,8 @@ def test_a_thawed_leader_whose_connection_its_evictor_ends_mid_write_still_recor
     """The finding of a CI run: a frozen candidate thawed, found its keys lost to a sibling
     and logged so, but its "lost" row never came: its evictor ended every connection of its
     process while it was writing, and a stand-by has no lock session to write it later."""
-    tick_app = make_app(pg_url, DB_ROLE="sched")  # the ticks' own pool
-    running = Scheduler(make_app(pg_url), tick_app=tick_app)
+    app = make_app(pg_url)
+    running = Scheduler(app, engines=engines.build(app.config))  # the ticks' own connection
     running.leadership.pending.append((PUBLISH.value, "lost", 7, "soloist:thawed:1",
                                        "this instance's candidacy went to a sibling", None))
     writer = threading.Thread(target=running._record_pending)
@@ -227,11 +220,10 @@ def test_a_thawed_leader_whose_connection_its_evictor_ends_mid_write_still_recor
                 "the thawed worker's write to wait on the table")[0]
             evictor.execute("SELECT pg_terminate_backend(%s)", (backend,))
         writer.join(10)
-        with tick_app.app_context():
+        with engines.working_on(app, running.engines.ticks):
             rows = db.session.execute(sa.select(LeaderEvent.kind, LeaderEvent.term).where(
                 LeaderEvent.holder == "soloist:thawed:1")).all()
-            db.session.remove()  # its connection back first: dispose closes the checked-in
-            db.engine.dispose()
+        running.engines.close()
         assert rows == [("lost", 7)] and running.leadership.pending == []
     finally:
         running.locks.close()

@@ -4,9 +4,9 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
-from webapp import scheduler_app
 from webapp.extensions import db
 from webapp.models import LeaderEvent
+from webapp.scheduling import engines
 from webapp.scheduling.runner import Scheduler
 
 
@@ -14,15 +14,11 @@ from webapp.scheduling.runner import Scheduler
 def scheduler(app, tmp_path):
     """A scheduler stepped by hand (no thread), on this test's own lease directory."""
     app.config["LEASE_DIR"] = str(tmp_path)
-    url = app.config["SQLALCHEMY_DATABASE_URI"]
-    ticks = scheduler_app({"TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
-                           "SQLALCHEMY_DATABASE_URI": url, "LOCK_DATABASE_URL": url})
-    made = Scheduler(app, tick_app=ticks)
+    made = Scheduler(app, engines=engines.build(app.config))
     yield made
     made.locks.close()
     made.lease.release()
-    with ticks.app_context():
-        db.engine.dispose()
+    made.engines.close()
 
 
 def test_a_stopping_worker_does_not_take_the_keys_that_came_free(app, pg_url, pg_view, scheduler):

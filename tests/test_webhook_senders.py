@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
 from tests.harness.support import make_app
-from webapp import posts, scheduler_app
+from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.fence import Lead
 from webapp.leadership.keys import PLUGINS
@@ -17,7 +17,7 @@ from webapp.models import LeaderState, OutboxEvent, Post, WebhookDelivery, Webho
 from webapp.plugins import webhook_sends, webhooks
 from webapp.plugins.base import HookEvent
 from webapp.plugins.endpoints import create_webhook, redeliver
-from webapp.scheduling import delivery_tick, workers
+from webapp.scheduling import delivery_tick, engines, workers
 from webapp.scheduling.runner import Scheduler
 
 SECRET = "s3cret-for-the-receiver-only"
@@ -55,11 +55,7 @@ def test_a_dead_endpoint_delays_only_itself(allowed, receiver, silent):
         for i in range(5):
             posts.create_post(f"Post {i}", f"post-{i}", "",
                               datetime.now(UTC) + timedelta(milliseconds=200 * (i + 1)))
-    url = allowed.config["SQLALCHEMY_DATABASE_URI"]
-    running = Scheduler(allowed, tick_app=scheduler_app({
-        "TESTING": True, "SECRET_KEY": "test", "INSTANCE_NAME": "pytest",
-        "SQLALCHEMY_DATABASE_URI": url, "LOCK_DATABASE_URL": url,
-        "WEBHOOK_ALLOW_PRIVATE": True, "WEBHOOK_TIMEOUT_SECONDS": 3}))
+    running = Scheduler(allowed, engines=engines.build(allowed.config))
     running.start()
     try:
         # all five are due within a second; the silent endpoint holds its own sender 3 s a try
@@ -74,8 +70,7 @@ def test_a_dead_endpoint_delays_only_itself(allowed, receiver, silent):
     finally:
         running.stop(15)
         running.locks.close()
-        with running.tick_app.app_context():
-            db.engine.dispose()
+        running.engines.close()
 
 
 def _one_delivery(app, url: str) -> int:

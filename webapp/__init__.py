@@ -7,108 +7,26 @@ from flask import Flask
 
 from . import headers, limits, timefmt
 from .config import check_production_config, instance_path, load_config
-from .db import enable_sqlite_pragmas, is_sqlite_url, pg_connect_args, watch_connections
-from .extensions import db
+from .db import engine_options, set_up_engine
+from .extensions import csrf, db, login_manager
 from .site import compression, urls
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def create_app(config: dict | None = None) -> Flask:
-    """Create the app; start no threads and touch no database."""
-    app = Flask(
-        __name__,
-        instance_path=instance_path(),
-        template_folder=str(ROOT / "templates"),
-        static_folder=str(ROOT / "static"),
-    )
-    app.config.update(load_config())
-    app.config.update(config or {})
-    check_production_config(app.config)
-    configure_database(app)
-    register_extensions(app)
-    register_blueprints(app)
-    urls.init_app(app)
-    limits.init_app(app)
-    headers.init_app(app)
-    timefmt.init_app(app)
-    compression.init_app(app)  # public text gzipped (after the views' own hooks)
-    register_commands(app)
-    register_scheduler(app, config)
-    return app
+    """Create the app; start no threads and touch no database.
 
-
-def configure_database(app: Flask) -> None:
-    """Default to a SQLite file in the instance folder; size the pool for PostgreSQL.
-
-    The scheduler's ticks (DB_ROLE "sched") always connect directly (LOCK_DATABASE_URL,
-    else DATABASE_URL), never through DATABASE_CONNECTION_POOL_URL: their statements need
-    the server-side timeouts a transaction pooler refuses, and an eviction must reach them.
+    The table of contents: every extension, blueprint and WSGI wrapper, in the order they
+    are added.
     """
-    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
-        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
-        path = Path(app.instance_path) / "soloist.db"
-        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
-    if not app.config.get("LOCK_DATABASE_URL"):
-        app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
-    app.config.setdefault("DB_ROLE", "web")
-    sched = app.config["DB_ROLE"] == "sched"
-    if sched:
-        app.config["SQLALCHEMY_DATABASE_URI"] = app.config["LOCK_DATABASE_URL"]
-        app.config["DB_WEB_VIA_POOLER"] = False
-    uri = app.config["SQLALCHEMY_DATABASE_URI"]
-    options = dict(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})
-    # a logged database error must not carry its statement's values (webhook secrets, hashes)
-    options.setdefault("hide_parameters", True)
-    if not is_sqlite_url(uri):
-        # the scheduler thread uses one connection at a time; the web pool is sized by ops
-        plugin = app.config["DB_ROLE"] == "plugin"
-        pool = 1 if sched else app.config["PLUGIN_DB_POOL_SIZE"] if plugin else \
-            app.config["DB_POOL_SIZE"]
-        options.setdefault("pool_size", pool)
-        options.setdefault("max_overflow", 0 if sched or plugin else app.config["DB_MAX_OVERFLOW"])
-        options.setdefault("pool_pre_ping", True)
-        # a request waits for a connection no longer than half the stale bound: past it, 503
-        wait = max(1.0, app.config["LEADER_STALE_SECONDS"] / 2)
-        options.setdefault("pool_timeout", min(5.0, wait) if sched else min(10.0, wait))
-        options.setdefault("connect_args", pg_connect_args(app.config, app.config["DB_ROLE"]))
-    else:
-        options.setdefault("connect_args", {"timeout": 15})
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = options
-    app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
-
-
-def register_extensions(app: Flask) -> None:
-    """Bind the database to the app (migrations bind when they run: cli.migrations)."""
-    from . import models  # noqa: F401  (register the tables with the metadata)
-
-    db.init_app(app)
-    with app.app_context():
-        if is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"]):
-            enable_sqlite_pragmas(db.engine)
-        else:
-            watch_connections(db.engine, app.config["INSTANCE_NAME"], app.config["DB_ROLE"])
-
-
-NAV = [
-    ("dashboard.index", "Dashboard", "viewer"),
-    ("posts.index", "Posts", "editor"),
-    ("calendar.index", "Calendar", "editor"),
-    ("timers.index", "Timers", "editor"),
-    ("plugins.index", "Plugins", "editor"),
-    ("media.index", "Media", "editor"),
-    ("status.index", "Status", "viewer"),
-    ("webhooks.index", "Webhooks", "admin"),
-    ("users.index", "Users", "admin"),
-    ("audit.index", "Audit", "admin"),
-    ("site_settings.edit", "Site settings", "admin"),
-]
-
-
-def register_blueprints(app: Flask) -> None:
-    """Mount the web views, the error pages and the navigation."""
+    # imported here, not above: gunicorn's master imports webapp.config before it sets
+    # PROMETHEUS_MULTIPROC_DIR, which the views' metrics library reads as it is imported
+    from . import cli, models  # noqa: F401  (models: the tables, with the metadata)
     from . import media as media_files
     from .accounts import security
+    from .scheduling import process
+    from .site import revalidation
     from .views import (
         api,
         audit,
@@ -134,49 +52,86 @@ def register_blueprints(app: Flask) -> None:
         webhooks,
     )
 
-    security.init_app(app)
-    errors.init_app(app)
-    for module in (site, auth, dashboard, status, freezes, api, posts, calendar, users, timers,
-                   plugins, webhooks, metrics, audit, sitesettings, favicon, two_factor,
-                   passkeys, previews, revisions, media):
-        app.register_blueprint(module.bp)
-    app.register_blueprint(media.files_bp)
+    app = Flask(
+        __name__,
+        instance_path=instance_path(),
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.update(load_config())
+    app.config.update(config or {})
+    check_production_config(app.config)
+    configure_database(app)
+    db.init_app(app)
+    with app.app_context():
+        set_up_engine(db.engine, app.config["INSTANCE_NAME"], "web")
+    login_manager.init_app(app)
+    csrf.init_app(app)
+    security.init_app(app)  # sign-in pages, session cookies, password and 2FA prompts
+    security.trust_proxy_hops(app)  # WSGI: the client's address from the router's headers
+    errors.init_app(app)  # error pages, and ids in URLs bounded before any route exists
+    for bp in (site.bp, auth.bp, dashboard.bp, status.bp, status.health_bp, freezes.bp, api.bp,
+               posts.bp, calendar.bp, users.bp, timers.bp, plugins.bp, webhooks.bp, metrics.bp,
+               audit.bp, sitesettings.bp, favicon.bp, two_factor.bp, passkeys.bp, previews.bp,
+               revisions.bp, media.bp, media.files_bp):
+        app.register_blueprint(bp)
+    app.jinja_env.globals["nav_items"] = menu(app)
     media.init_app(app)  # uploads may be larger than other forms
-    site.init_app(app)  # readers' matching conditional requests: 304 before Flask runs
-    media_files.init_app(app)  # files by content address: 304 and 200 before Flask runs
-
-    @app.context_processor
-    def navigation() -> dict:
-        items = [item for item in NAV if item[0] in app.view_functions]
-        return {"nav_items": items}
-
-
-def register_commands(app: Flask) -> None:
-    """Add Soloist's flask commands."""
-    from . import cli
-
+    revalidation.init_app(app)  # the public pages' 304s read on a connection of their own
+    # WSGI wrappers: each wraps those added before it, so the last sees a request first.
+    # Files by content address come before the site's pages: an image (immutable, several
+    # to a page) is answered before the page layers open an app context to look at it.
+    site.init_app(app)  # WSGI: readers' matching conditional requests, 304 before Flask runs
+    media_files.init_app(app)  # WSGI: files by content address, 304 and 200 before Flask runs
+    urls.init_app(app)
+    limits.init_app(app)  # WSGI, outermost: chunked bodies over the limit refused unread
+    headers.init_app(app)
+    timefmt.init_app(app)
+    compression.init_app(app)  # public text gzipped (after the views' own hooks)
     cli.init_app(app)
-
-
-def register_scheduler(app: Flask, config: dict | None = None) -> None:
-    """Start the scheduler under `flask run` only; gunicorn starts it after fork."""
-    from .scheduling import process
-
     logging.getLogger("soloist").setLevel(logging.INFO)
-    if app.config["DB_ROLE"] == "web":
-        process.init_app(app, lambda: scheduler_app(config), lambda: plugin_app(config))
+    process.init_app(app)  # the scheduler under `flask run` only; gunicorn starts it after fork
+    return app
 
 
-def scheduler_app(config: dict | None = None) -> Flask:
-    """Create the scheduler's own app: the same settings, its own small pool.
+def configure_database(app: Flask) -> None:
+    """Default to a SQLite file in the instance folder; size the web pool for PostgreSQL.
 
-    Its connections (soloist-sched:<instance>:<pid>) never wait behind web requests.
+    The scheduler's engines are its own, made after the fork (webapp.scheduling.engines).
     """
-    return create_app({**(config or {}), "DB_ROLE": "sched"})
+    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
+        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+        path = Path(app.instance_path) / "soloist.db"
+        app.config["SQLALCHEMY_DATABASE_URI"] = f"sqlite:///{path}"
+    if not app.config.get("LOCK_DATABASE_URL"):
+        app.config["LOCK_DATABASE_URL"] = app.config["SQLALCHEMY_DATABASE_URI"]
+    web = engine_options(app.config, app.config["SQLALCHEMY_DATABASE_URI"], "web",
+                         app.config["DB_POOL_SIZE"], app.config["DB_MAX_OVERFLOW"])
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {
+        **web, **(app.config.get("SQLALCHEMY_ENGINE_OPTIONS") or {})}
+    app.config.setdefault("SQLALCHEMY_TRACK_MODIFICATIONS", False)
 
 
-def plugin_app(config: dict | None = None) -> Flask:
-    """Create the app plugin work runs in (timer runs, hooks, webhook sends): its own small
-    pool (PLUGIN_DB_POOL_SIZE, soloist-plugin:<instance>:<pid>), used on the plugins key's
-    leader only, so plugin code never takes the web pool's connections."""
-    return create_app({**(config or {}), "DB_ROLE": "plugin"})
+# the admin's menu, in order: each link is shown to the role its view requires (menu)
+NAV = [
+    ("dashboard.index", "Dashboard"),
+    ("posts.index", "Posts"),
+    ("calendar.index", "Calendar"),
+    ("timers.index", "Timers"),
+    ("plugins.index", "Plugins"),
+    ("media.index", "Media"),
+    ("status.index", "Status"),
+    ("webhooks.index", "Webhooks"),
+    ("users.index", "Users"),
+    ("audit.index", "Audit"),
+    ("site_settings.edit", "Site settings"),
+]
+
+
+def menu(app: Flask) -> list[tuple[str, str, str]]:
+    """Return the admin's menu: (endpoint, label, the role its view declares with
+    role_required) for each page in NAV."""
+    from .accounts.security import required_role
+
+    return [(endpoint, label, required_role(app.view_functions[endpoint]))
+            for endpoint, label in NAV]

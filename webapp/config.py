@@ -367,7 +367,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "MEDIA_MAX_DECODED_MB": env_int(env, "MEDIA_MAX_DECODED_MB", 200, minimum=1),
         "DB_POOL_SIZE": env_int(env, "DB_POOL_SIZE", 3, minimum=1),
         "DB_MAX_OVERFLOW": env_int(env, "DB_MAX_OVERFLOW", 1),
-        # plugin work's own pool, on the plugins key's leader only (webapp.plugin_app)
+        # plugin work's own pool, on the plugins key's leader only (webapp.scheduling.engines)
         "PLUGIN_DB_POOL_SIZE": env_int(env, "PLUGIN_DB_POOL_SIZE", 2, minimum=1),
         "DB_REVALIDATION_CONNECTION": env_bool(env, "DB_REVALIDATION_CONNECTION", True),
         "OPS_NO_LEADER_SECONDS": env_float(env, "OPS_NO_LEADER_SECONDS", 30.0, 1.0),

@@ -309,6 +309,32 @@ def watch_connections(engine: Engine, instance: str, role: str) -> None:
             raise sa.exc.DisconnectionError("made under the process's previous nonce")
 
 
+def engine_options(config: Mapping, url: str, role: str, pool_size: int,
+                   max_overflow: int = 0, wait_cap: float = 10.0) -> dict:
+    """Return the options of one of this process's engines: the web pool's, the ticks' or
+    plugin work's (role names its connections, pool_size and max_overflow size it).
+
+    A logged database error never carries its statement's values (webhook secrets, hashes).
+    A checkout waits no longer than half the stale bound, and at most wait_cap: past it, a
+    request answers 503 and a tick tries again.
+    """
+    if is_sqlite_url(url):
+        return {"hide_parameters": True, "connect_args": {"timeout": 15}}
+    wait = max(1.0, config["LEADER_STALE_SECONDS"] / 2)
+    return {"hide_parameters": True, "pool_size": pool_size, "max_overflow": max_overflow,
+            "pool_pre_ping": True, "pool_timeout": min(wait_cap, wait),
+            "connect_args": pg_connect_args(config, role)}
+
+
+def set_up_engine(engine: Engine, instance: str, role: str) -> None:
+    """Give a new engine SQLite's pragmas, or PostgreSQL's named connections that refuse a
+    read-only server."""
+    if is_sqlite_dialect(engine.dialect):
+        enable_sqlite_pragmas(engine)
+    else:
+        watch_connections(engine, instance, role)
+
+
 def is_sqlite_url(url: str) -> bool:
     """Return whether a database URL names the embedded SQLite file."""
     return url.startswith("sqlite")

@@ -1,11 +1,12 @@
 """Extension objects, created unbound and initialised in create_app."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 from flask_login import LoginManager
 from flask_sqlalchemy import SQLAlchemy
+from flask_sqlalchemy.session import Session as AppSession
 from flask_wtf.csrf import CSRFProtect
 from sqlalchemy.orm import DeclarativeBase
 
@@ -16,7 +17,18 @@ class Base(DeclarativeBase):
     """Declarative base for Soloist's typed models."""
 
 
-db = SQLAlchemy(model_class=Base)
+class Session(AppSession):
+    """db.session. One opened on an engine of its own keeps to it (the scheduler's work:
+    webapp.scheduling.engines), where Flask-SQLAlchemy's would take the app's engine."""
+
+    def get_bind(self, mapper: Any = None, clause: Any = None, bind: Any = None,
+                 **kwargs: Any) -> Any:
+        if bind is None and self.bind is not None:
+            return self.bind
+        return super().get_bind(mapper=mapper, clause=clause, bind=bind, **kwargs)
+
+
+db = SQLAlchemy(model_class=Base, session_options={"class_": Session})
 if TYPE_CHECKING:  # db.Model is made from Base at run time, where no checker reads it
     Model = Base
 else:

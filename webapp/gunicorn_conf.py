@@ -198,12 +198,11 @@ def post_fork(server, worker):
 
 def post_worker_init(worker):
     """Start this worker's scheduler thread, after the fork; hand over first on SIGTERM."""
-    from webapp import plugin_app, scheduler_app
     from webapp.scheduling import process
 
     if not worker.alive:  # told to stop while it booted (a deploy, a restart): no candidacy
         return
-    process.start(worker.wsgi, scheduler_app, plugin_app)
+    process.start(worker.wsgi)
     # gunicorn's own SIGTERM handler lets the worker finish its requests, and only then
     # calls worker_exit: a 20 s upload would keep the keys 20 s. Hand them over first.
     graceful = signal.getsignal(signal.SIGTERM)

@@ -32,7 +32,7 @@ STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 # what readers get: the public site (pages, feed, sitemap, 404s, health checks), its files
 # and icons. They keep the caching their views chose (webapp.site.httpcache); everything
 # else (admin pages, settings, sign-in, the step-up prompt, the API) is kept by no cache
-PUBLIC_BLUEPRINTS = ("site", "media_files", "favicon")
+PUBLIC_BLUEPRINTS = ("site", "health", "media_files", "favicon")
 PUBLIC_ENDPOINTS = ("static", "plugins.sitemap_xml", "previews.show")
 
 

@@ -9,7 +9,7 @@ from flask.sessions import SecureCookieSessionInterface
 from flask_login import current_user
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from ..extensions import csrf, login_manager
+from ..extensions import login_manager
 from ..models import User
 from .sessions import lifetimes, load_session
 from .throttle import address_bucket
@@ -18,15 +18,14 @@ UPLOAD_LIMIT = 2 * 1024 * 1024
 
 
 def init_app(app: Flask) -> None:
-    """Set up Flask-Login, CSRF protection and safe session cookies."""
+    """Set up sign-in's pages and prompts and safe session cookies (Flask-Login and CSRF
+    protection are bound first, by create_app)."""
     from .emails import shown
 
     app.add_template_filter(shown, "email_shown")
-    login_manager.init_app(app)
     login_manager.login_view = "auth.login"
     login_manager.login_message = "Please sign in to see that page."
     login_manager.login_message_category = "info"
-    csrf.init_app(app)
     # Flask's defaults already hold these keys (SameSite None, a 500 kB form field limit),
     # so setdefault would keep them: replace Flask's defaults unless configured otherwise
     _replace_default(app, "SESSION_COOKIE_SAMESITE", None, "Lax")
@@ -43,6 +42,11 @@ def init_app(app: Flask) -> None:
     app.session_interface = SessionInterface()
     app.before_request(require_new_password)
     app.before_request(require_two_factor)
+
+
+def trust_proxy_hops(app: Flask) -> None:
+    """Take the client's address and scheme from the last TRUST_PROXY_HOPS routers'
+    X-Forwarded-For and -Proto (WSGI), never from a header the client sent itself."""
     if app.config["TRUST_PROXY_HOPS"]:
         hops = app.config["TRUST_PROXY_HOPS"]
         proxied = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=0)
@@ -101,9 +105,15 @@ def role_required(role: str) -> Callable:
         def wrapped(*args, **kwargs):
             return refusal(role) or view(*args, **kwargs)
 
+        setattr(wrapped, "required_role", role)  # noqa: B010 (the menu shows its link to it)
         return wrapped
 
     return decorator
+
+
+def required_role(view: Callable) -> str:
+    """Return the role a view declared with role_required."""
+    return getattr(view, "required_role")  # noqa: B009 (set by role_required)
 
 
 def refusal(role: str) -> Response | None:

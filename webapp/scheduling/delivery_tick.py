@@ -13,6 +13,7 @@ from contextlib import suppress
 from datetime import datetime
 from functools import partial
 
+import sqlalchemy as sa
 from flask import Flask, current_app
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -30,10 +31,10 @@ log = logging.getLogger("soloist.timers")
 SEND_BUDGET = 60.0  # seconds one sender thread works before the tick looks again
 
 
-def plugin_app() -> Flask:
-    """Return the app plugin code runs on (the web app's pool, not the ticks')."""
-    return (current_app.extensions.get("soloist.plugin_app")
-            or current_app._get_current_object())  # type: ignore[attr-defined]
+def this_app() -> Flask:
+    """Return the app itself, not the proxy: the worker threads it is handed to outlive the
+    tick's context."""
+    return current_app._get_current_object()  # type: ignore[attr-defined]
 
 
 def hook_kind(plugin: str) -> str:
@@ -78,16 +79,19 @@ def pause_hung_plugins(names: set[str], now: datetime) -> None:
             registry.set_enabled(name, False, reason)  # commits the alert with the pause
 
 
-def start_hook_batches(now: datetime, holder: str, lead: Lead, enabled: set[str]) -> int:
-    """Start one worker per plugin with hook deliveries due; return how many started."""
-    app, started = plugin_app(), 0
+def start_hook_batches(now: datetime, holder: str, lead: Lead, enabled: set[str],
+                       engine: sa.Engine | None = None) -> int:
+    """Start one worker per plugin with hook deliveries due, on engine (plugin work's pool;
+    None: the app's); return how many started."""
+    app, started = this_app(), 0
     for name in hooks.plugins_with_due_work(now, lead, enabled):
         key = hook_key(name)
         if workers.busy(key) or workers.free_slots(hook_kind(name)) <= 0:
             continue
         token, ids = hooks.claim(name, now, holder, lead)
         if ids:
-            workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now), token))
+            workers.start(key, app, partial(hooks.run_batch, name, ids, clock(now), token),
+                          engine)
             started += 1
     return started
 
@@ -112,16 +116,19 @@ def waking(send: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
-def start_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
-    """Start the webhook senders and the cache purgers' senders due; return how many started."""
-    return start_webhook_senders(now, lead, enabled) + start_purgers(now, lead)
+def start_senders(now: datetime, lead: Lead, enabled: set[str],
+                  engine: sa.Engine | None = None) -> int:
+    """Start the webhook senders and the cache purgers' senders due, on engine (plugin work's
+    pool; None: the app's); return how many started."""
+    return start_webhook_senders(now, lead, enabled, engine) + start_purgers(now, lead, engine)
 
 
-def start_webhook_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
+def start_webhook_senders(now: datetime, lead: Lead, enabled: set[str],
+                          engine: sa.Engine | None = None) -> int:
     """Start one sender per endpoint with deliveries due (bounded); return how many started."""
     if "webhooks" not in enabled:
         return 0
-    app, started = plugin_app(), 0
+    app, started = this_app(), 0
     for endpoint_id in webhooks.endpoints_due(now, lead):
         key = f"send:{endpoint_id}"
         if workers.busy(key):
@@ -133,12 +140,12 @@ def start_webhook_senders(now: datetime, lead: Lead, enabled: set[str]) -> int:
         if workers.free_slots("send") <= 0:
             break
         workers.start(key, app, waking(partial(webhooks.send_endpoint, endpoint_id, lead,
-                                               clock(now), SEND_BUDGET, time.sleep)))
+                                               clock(now), SEND_BUDGET, time.sleep)), engine)
         started += 1
     return started
 
 
-def start_purgers(now: datetime, lead: Lead) -> int:
+def start_purgers(now: datetime, lead: Lead, engine: sa.Engine | None = None) -> int:
     """Start one sender per configured purger with purges due; return how many started.
 
     One thread each, in the send slots: a dead CDN API holds its own sender, no other's.
@@ -146,7 +153,7 @@ def start_purgers(now: datetime, lead: Lead) -> int:
     configured = purgers.configured()
     if not configured:
         return 0  # no purger: not a statement more a tick
-    app, started = plugin_app(), 0
+    app, started = this_app(), 0
     for name in purges.purgers_due(now, lead, configured):
         key = f"purge:{name}"
         if workers.busy(key):
@@ -156,7 +163,7 @@ def start_purgers(now: datetime, lead: Lead) -> int:
         if workers.free_slots("send") <= 0:
             break
         workers.start(key, app, waking(partial(purge_sends.send_purger, name, lead,
-                                               clock(now), SEND_BUDGET)))
+                                               clock(now), SEND_BUDGET)), engine)
         started += 1
     return started
 

@@ -39,7 +39,7 @@ class Pace:
 
     @classmethod
     def of(cls, name: str, largest: int) -> "Pace":
-        """Return this process's pace for name (kept with the ticks' app), made on first use."""
+        """Return this process's pace for name (kept with the app), made on first use."""
         paces = current_app.extensions.setdefault("soloist.paces", {})
         return paces.setdefault(name, cls(largest))
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
 
+import sqlalchemy as sa
 from flask import current_app
 
 from ..extensions import db
@@ -52,14 +52,16 @@ def budget() -> Callable[[], bool]:
     return lambda: monotonic() >= deadline
 
 
-def tick(now: datetime, holder: str = "", term: int | None = None) -> datetime | None:
+def tick(now: datetime, holder: str = "", term: int | None = None,
+         plugin_engine: sa.Engine | None = None) -> datetime | None:
     """Do one unit of plugin work at now; return when the next one is due.
 
     With term, holder is this leader's lock session name (leader_state's holder) and
     (term, holder) the leadership every claim and write is fenced by; without, the
     current leadership is read and holder only names the runs. A new leadership takes
     the previous ones' unfinished claims and settles their runs at once. The reads share
-    one transaction, ended before the tick returns.
+    one transaction, ended before the tick returns. Plugin code runs on plugin_engine (the
+    scheduler's pool for it, webapp.scheduling.engines; None: the app's).
     """
     try:
         lead = Lead.of(term, holder)
@@ -68,26 +70,29 @@ def tick(now: datetime, holder: str = "", term: int | None = None) -> datetime |
         ahead = plugin_due.look(now, lead, enabled)
         if ahead.idle(now):
             return ahead.wake  # nothing to time out, start, claim, fan out or send
-        return _work(now, holder, lead, enabled)
+        return _work(now, holder, lead, enabled, plugin_engine)
     finally:
         db.session.rollback()  # the scheduler's connection never waits in a transaction
 
 
-def _work(now: datetime, holder: str, lead: Lead, enabled: set[str]) -> datetime:
-    """Do the plugin work due at now, step by step; return when the next is due."""
-    over = budget()
-    done = {"abandoned": leader.settle_orphans(now, lead, RUNNER),
+def _work(now: datetime, holder: str, lead: Lead, enabled: set[str],
+          engine: sa.Engine | None) -> datetime:
+    """Do the plugin work due at now, step by step, its threads on engine; return when the
+    next is due."""
+    over, runner = budget(), _Runner(engine)
+    done = {"abandoned": leader.settle_orphans(now, lead, runner),
             "timed out": _expire_runs(now) + delivery_tick.expire_hooks(now)}
     if done["timed out"]:
         enabled = registry.enabled_names()  # a plugin may have been paused for hanging
     more = False
     if not is_frozen("timers"):  # frozen: no run starts; hooks and deliveries go on
-        done["started"] = leader.start_queued(now, holder, lead, enabled, RUNNER)
-        claimed, more = leader.claim_due(now, holder, lead, enabled, RUNNER, over)
+        done["started"] = leader.start_queued(now, holder, lead, enabled, runner)
+        claimed, more = leader.claim_due(now, holder, lead, enabled, runner, over)
         done["started"] += claimed
     done["events"] = delivery_tick.fan_out(now, enabled)
-    done["hook batches"] = delivery_tick.start_hook_batches(now, holder, lead, enabled)
-    done["senders"] = delivery_tick.start_senders(now, lead, enabled)
+    done["hook batches"] = delivery_tick.start_hook_batches(now, holder, lead, enabled,
+                                                            engine)
+    done["senders"] = delivery_tick.start_senders(now, lead, enabled, engine)
     if any(done.values()):
         record_work(PLUGINS.value, now, ", ".join(f"{k} {v}" for k, v in done.items() if v),
                     term=lead.term, holder=lead.holder)
@@ -119,7 +124,11 @@ def _expire_runs(now: datetime) -> int:
 
 
 class _Runner:
-    """The worker threads, as the timer leader's writes see them (timers.leader.Runner)."""
+    """The worker threads, as the timer leader's writes see them (timers.leader.Runner);
+    their runs work on engine (None: the app's pool)."""
+
+    def __init__(self, engine: sa.Engine | None = None) -> None:
+        self.engine = engine
 
     def free(self) -> int:
         return workers.free_slots()
@@ -127,27 +136,29 @@ class _Runner:
     def running(self, run_id: int, plugin: str) -> bool:
         return workers.busy(delivery_tick.run_key(plugin, run_id))
 
-    def launch(self, *args: Any) -> int:
-        return _launch(*args)  # looked up at call time: tests stand in for it
+    def launch(self, run_id: int, timer: Timer, slot: datetime, now: datetime, holder: str,
+               lead: Lead) -> int:
+        # _launch looked up at call time: tests stand in for it
+        return _launch(run_id, timer, slot, now, holder, lead, engine=self.engine)
 
 
-RUNNER = _Runner()
+RUNNER = _Runner()  # on the app's pool
 
 
 def _launch(run_id: int, timer: Timer, slot: datetime, now: datetime, holder: str,
-            lead: Lead) -> int:
+            lead: Lead, engine: sa.Engine | None = None) -> int:
     """Start a claimed run's thread; return 1, or settle the run as failed and return 0.
 
     A thread that cannot start (the process is out of threads) must not leave a run
     'running' that nothing runs: that would skip the timer's slots for its maximum runtime.
     """
-    app = delivery_tick.plugin_app()
+    app = delivery_tick.this_app()
     timer_id, plugin = timer.id, timer.plugin
     try:
         workers.start(delivery_tick.run_key(plugin, run_id), app, partial(
             workers.execute_run, run_id, timer_id, timer.qualified_action,
             dict(timer.params or {}), slot, now, holder, float(timer.max_runtime_seconds),
-            app, lead))
+            app, lead), engine)
     except Exception as exc:  # noqa: BLE001 - whatever it was, the run did not start
         db.session.rollback()
         log.exception("timer run %s could not start", run_id)

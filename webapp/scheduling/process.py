@@ -6,13 +6,12 @@ starts it through init_app(). request_stop() is what a SIGTERM handler calls.
 
 import logging
 import os
-from collections.abc import Callable
 
 import click
 from flask import Flask
 from werkzeug.serving import is_running_from_reloader
 
-from ..db import is_sqlite_url
+from . import engines
 from .runner import Scheduler
 
 log = logging.getLogger("soloist.scheduler")
@@ -21,25 +20,16 @@ _current: Scheduler | None = None
 _current_pid: int | None = None
 
 
-def start(app: Flask, make_tick_app: Callable[[], Flask] | None = None,
-          make_plugin_app: Callable[[], Flask] | None = None) -> Scheduler | None:
-    """Start this process's scheduler (once per process) unless it is disabled.
-
-    make_tick_app builds the app whose connections the ticks use (webapp.scheduler_app),
-    make_plugin_app the one plugin work uses (webapp.plugin_app; PostgreSQL only: SQLite
-    mode is one host, its plugin work shares the web app's file).
-    """
+def start(app: Flask) -> Scheduler | None:
+    """Start this process's scheduler (once per process) unless it is disabled, on engines
+    of its own (webapp.scheduling.engines) made from app's settings."""
     global _current, _current_pid
     if not app.config["SCHEDULER_ENABLED"]:
         log.info("scheduler disabled by SCHEDULER_ENABLED")
         return None
     if _current is not None and _current_pid == os.getpid() and _current.alive:
         return _current
-    tick_app = make_tick_app() if make_tick_app else None
-    sqlite = is_sqlite_url(app.config["SQLALCHEMY_DATABASE_URI"])
-    plugin_app = make_plugin_app() if make_plugin_app and not sqlite else None
-    _current, _current_pid = Scheduler(app, tick_app=tick_app, plugin_app=plugin_app), \
-        os.getpid()
+    _current, _current_pid = Scheduler(app, engines=engines.build(app.config)), os.getpid()
     _current.start()
     return _current
 
@@ -64,11 +54,10 @@ def current() -> Scheduler | None:
     return _current if _current_pid == os.getpid() else None
 
 
-def init_app(app: Flask, make_tick_app: Callable[[], Flask] | None = None,
-             make_plugin_app: Callable[[], Flask] | None = None) -> None:
+def init_app(app: Flask) -> None:
     """Start a scheduler when the app is served by `flask run` (one process)."""
     if _launched_by_flask_run(app):
-        start(app, make_tick_app, make_plugin_app)
+        start(app)
 
 
 def _launched_by_flask_run(app: Flask) -> bool:

@@ -11,9 +11,11 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
 
 from flask import Flask
-from sqlalchemy.pool import QueuePool
 
 from ..db import (
     HANDOVER_CHANNEL,
@@ -34,6 +36,7 @@ from ..models import LeaderEvent
 from ..ops.budget import check_connection_budget
 from ..ops.metrics import observe_tick
 from . import plugin_tick, publish, workers
+from .engines import Engines, working_on
 from .wakeup import Waiter
 from .watch import Watch
 
@@ -51,15 +54,12 @@ DB_ERRORS = LOCK_ERRORS
 class Scheduler:
     """Leadership plus the ticks of the keys this process leads."""
 
-    def __init__(self, app: Flask, locks=None, tick_app: Flask | None = None,
-                 plugin_app: Flask | None = None) -> None:
+    def __init__(self, app: Flask, locks=None, engines: Engines | None = None) -> None:
         cfg = app.config
         self.app = app
-        # the ticks' own connections (scheduler_app), so they never wait behind web requests;
-        # plugin code on its own small pool (webapp.plugin_app), else the web app's
-        self.tick_app = tick_app or app
-        self.plugin_app = plugin_app or app
-        self.tick_app.extensions["soloist.plugin_app"] = self.plugin_app
+        # the ticks' own connection and plugin work's own pool (engines.build), so neither
+        # waits behind web requests; without them, the app's pool
+        self.engines = engines or Engines()
         self.locks = locks or lock_session(cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"],
                                            server_options(cfg), client_keepalives(cfg),
                                            cfg["LOCK_ALLOW_POOLER"])
@@ -67,7 +67,9 @@ class Scheduler:
         self.leadership = Leadership(
             self.locks, [k.value for k in KEYS.values()], cfg["LEADER_STALE_SECONDS"],
             reconnect_max=min(RECONNECT_MAX, cfg["FOLLOWER_POLL_SECONDS"]))
-        self.ticks = {PUBLISH.value: publish.tick, PLUGINS.value: plugin_tick.tick}
+        self.ticks: dict[int, Callable[..., datetime | None]] = {
+                      PUBLISH.value: publish.tick,
+                      PLUGINS.value: partial(plugin_tick.tick, plugin_engine=self.engines.plugins)}
         self.names = {k.value: k.name for k in KEYS.values()}
         self.poll_seconds = cfg["FOLLOWER_POLL_SECONDS"]
         self.heartbeat_seconds = min(1.0, cfg["LEADER_STALE_SECONDS"] / 4)
@@ -83,18 +85,14 @@ class Scheduler:
         self.budget_checked = sqlite
         self.stale_seconds = cfg["LEADER_STALE_SECONDS"]
         self.failures = 0  # failed loop iterations in a row
-        self.watch = Watch(self.tick_app, self.locks.name)  # ops.no_leader, dead-man's switch
+        # ops.no_leader, the dead-man's switch
+        self.watch = Watch(self.app, self.locks.name, self.engines.ticks)
         # PostgreSQL: one candidate per instance (webapp.leadership.local); SQLite is one host
         self.lease = None if sqlite else LocalLease(
             lease_path(cfg["LEASE_DIR"], cfg["LOCK_DATABASE_URL"], cfg["INSTANCE_NAME"]),
             cfg["LEADER_STALE_SECONDS"])
         self.next_ping: float | None = None
         self.step_started: float | None = None  # monotonic start of the step in hand
-
-    @property
-    def own_apps(self) -> set[Flask]:
-        """Return the apps with connections of their own (the ticks', plugin work's)."""
-        return {self.tick_app, self.plugin_app} - {self.app}
 
     @property
     def alive(self) -> bool:
@@ -185,9 +183,7 @@ class Scheduler:
         if not workers.drain(DRAIN_SECONDS):
             log.warning("plugin runs still in flight after %.0f s; the next leader will "
                         "time them out", DRAIN_SECONDS)
-        for app in self.own_apps:
-            with app.app_context():
-                db.engine.dispose()  # the ticks' and plugins' own connections end with it
+        self.engines.close()  # the ticks' and plugins' own connections end with it
         log.info("scheduler stopped")
 
     def wait(self, delay: float) -> None:
@@ -259,11 +255,7 @@ class Scheduler:
         """Close the ticks' connection of a process that leads nothing (a standby wrote an
         alert or an event through it, or it just lost its keys): followers cost the
         database their lock session only; the next lead opens it again."""
-        for app in self.own_apps:
-            with app.app_context():
-                pool = db.engine.pool  # the ticks' engines keep SQLAlchemy's default QueuePool
-                if isinstance(pool, QueuePool) and pool.checkedin():
-                    db.engine.dispose()
+        self.engines.close(idle_only=True)
 
     def _candidate(self, lease: LocalLease) -> bool:
         """Return whether this worker is its instance's candidate, taking the lease if free.
@@ -309,7 +301,7 @@ class Scheduler:
         # first statement on a pooled one is what tells the pool so (a stand-by writes no
         # later: it has no lock session); a second failure means the database is away
         for attempt in (1, 2):
-            with self.tick_app.app_context():
+            with working_on(self.app, self.engines.ticks):
                 try:
                     stamp = database_now()  # for an event whose database time is unknown
                     db.session.add_all(
@@ -322,8 +314,6 @@ class Scheduler:
                     db.session.rollback()
                     if attempt == 2:
                         self.leadership.pending[:0] = pending
-                finally:
-                    db.session.remove()
 
     def _check_budget_once(self) -> None:
         if not self.budget_checked:
@@ -384,7 +374,7 @@ class Scheduler:
         now = self.leadership.db_now
         if now is None:  # never: the verify before a tick reads the database's clock
             raise RuntimeError("a tick before the database's clock was read")
-        with self.tick_app.app_context():
+        with working_on(self.app, self.engines.ticks):
             try:
                 upcoming = self.ticks[key](now, self.locks.name,
                                            term=self.leadership.held.get(key, 0))
@@ -395,7 +385,6 @@ class Scheduler:
                 self.due[key] = time.monotonic() + TICK_ERROR_RETRY
                 return
             finally:
-                db.session.remove()
                 observe_tick(self.names[key], time.monotonic() - started)
         elapsed = time.monotonic() - started
         delay = self.idle_recheck

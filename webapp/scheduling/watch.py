@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
+import sqlalchemy as sa
 from flask import Flask
 
 from ..db import database_now
@@ -29,6 +30,7 @@ from ..leadership.base import PollRow, silence
 from ..leadership.keys import by_value
 from ..ops import alerts
 from ..plugins.net import UnsafeURL, request, shown
+from .engines import working_on
 
 log = logging.getLogger("soloist.scheduler")
 
@@ -93,9 +95,10 @@ class Deadman:
 class Watch:
     """The scheduler's reports: ops.no_leader as a standby, pings as the publish leader."""
 
-    def __init__(self, app: Flask, holder: str) -> None:
+    def __init__(self, app: Flask, holder: str, engine: sa.Engine | None = None) -> None:
         cfg = app.config
         self.app, self.holder = app, holder
+        self.engine = engine  # the ticks' (None: the app's pool)
         self.no_leader_seconds = cfg["OPS_NO_LEADER_SECONDS"]
         self.reported: set[tuple[int, int]] = set()  # (key, term) this process wrote
         self.deadman = Deadman(cfg["DEADMAN_URL"], cfg["DEADMAN_EVERY_SECONDS"], holder,
@@ -110,7 +113,7 @@ class Watch:
                 continue
             if (row.key, row.term) in self.reported:
                 continue
-            with self.app.app_context():
+            with working_on(self.app, self.engine):
                 try:
                     if alerts.no_leader(key, row.term, age, database_now(), self.holder):
                         log.error("key %s has had no working leader (%s)", key.name,
@@ -119,8 +122,6 @@ class Watch:
                 except Exception:  # the alert waits for the next poll; the loop goes on
                     log.exception("could not record that key %s has no leader", key.name)
                     db.session.rollback()
-                finally:
-                    db.session.remove()
 
     def ping_deadman(self, leading: bool) -> float | None:
         """Ping the dead-man's switch if due; return the monotonic time of the next ping."""

@@ -23,6 +23,7 @@ from ..leadership.fence import Lead
 from ..plugins import registry
 from ..plugins.base import RunContext
 from ..timers.runs import begin_run, finish_run
+from .engines import working_on
 
 log = logging.getLogger("soloist.workers")
 
@@ -52,17 +53,17 @@ def free_slots(kind: str = "run") -> int:
         return SLOTS[kind] - sum(1 for k in _threads if k.split(":", 1)[0] == kind)
 
 
-def start(key: str, app: Flask, target: Callable[[], None]) -> None:
-    """Run target in a daemon thread inside its own app context."""
+def start(key: str, app: Flask, target: Callable[[], None],
+          engine: sa.Engine | None = None) -> None:
+    """Run target in a daemon thread inside its own app context, on engine (plugin work's
+    own pool; None: the app's)."""
 
     def body() -> None:
-        with app.app_context():
+        with working_on(app, engine):
             try:
                 target()
             except Exception:
                 log.exception("worker %s failed", key)
-            finally:
-                db.session.remove()
 
     thread = threading.Thread(target=body, name=f"soloist-{key}", daemon=True)
     with _lock:

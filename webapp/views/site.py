@@ -17,7 +17,6 @@ from flask import (
     abort,
     current_app,
     g,
-    jsonify,
     make_response,
     render_template,
     request,
@@ -27,8 +26,7 @@ from flask_login import current_user
 from markupsafe import Markup
 
 from .. import media, posts
-from ..db import autocommit_connection, ping, read_without_transaction
-from ..scheduling import process
+from ..db import autocommit_connection, read_without_transaction
 from ..site import (
     httpcache,
     markdown,
@@ -256,8 +254,8 @@ def validators_of(environ: dict) -> httpcache.Validators | None:
 
 
 def init_app(app: Flask) -> None:
-    """Answer readers' public pages before Flask runs: a 304, else the page kept in memory."""
-    revalidation.init_app(app)
+    """Answer readers' public pages before Flask runs: a 304, else the page kept in memory
+    (their reads on revalidation's connection, which create_app gives the app first)."""
     read = pagecache.remembered(validators_of)  # one read serves both
     app.wsgi_app = httpcache.RevalidateFirst(  # type: ignore[method-assign]
         pagecache.PageCache(app.wsgi_app, app, read), app, read)
@@ -274,21 +272,3 @@ def absolute(html: str, base: str) -> Markup:
     """Make a rendered body's addresses absolute on base: a feed reader has no page to resolve
     "/media/…" against."""
     return markdown.absolute(html, base)
-
-
-@bp.get("/healthz")
-def healthz():
-    """Answer while the process is up."""
-    return jsonify(status="ok")
-
-
-@bp.get("/readyz")
-def readyz():
-    """Answer 200 when the database is reachable and this process's scheduler runs."""
-    problems = [problem] if (problem := ping()) else []
-    scheduler = process.current()
-    if scheduler is not None:
-        problems.extend(scheduler.problems())
-    if problems:
-        return jsonify(status="unavailable", problems=problems), 503
-    return jsonify(status="ok", scheduler=bool(scheduler and scheduler.alive))

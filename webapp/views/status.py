@@ -1,10 +1,12 @@
-"""The leader view: who leads each key, live, and the ops actions on a leader."""
+"""The leader view: who leads each key, live, and the ops actions on a leader; the health
+probes (/healthz, /readyz)."""
 
 from flask import (
     Blueprint,
     abort,
     current_app,
     flash,
+    jsonify,
     make_response,
     redirect,
     render_template,
@@ -17,6 +19,7 @@ from markupsafe import Markup
 
 from ..accounts.security import role_required
 from ..accounts.stepup import step_up
+from ..db import ping
 from ..leadership.status import find_key, shared_snapshot, snapshot
 from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
@@ -25,9 +28,11 @@ from ..ops.replica import bound
 from ..ops.replica import status as replica_status
 from ..plugins.purge_sends import health as purge_health
 from ..plugins.webhooks import held_for_replica
+from ..scheduling import process
 from ..site.purgers import configured
 
 bp = Blueprint("status", __name__, url_prefix="/status")
+health_bp = Blueprint("health", __name__)  # the load balancer's and the platform's probes
 
 
 @bp.app_template_filter("session_name")
@@ -129,3 +134,22 @@ def act(name: str, action: str) -> ResponseReturnValue:
         done = "asked to step down" if action == "step-down" else "evicted"
         flash(f"{holder} was {done} from the {key.name} key.", "success")
     return redirect(url_for("status.index"), code=303)
+
+
+@health_bp.get("/healthz")
+def healthz():
+    """Answer while the process is up."""
+    return jsonify(status="ok")
+
+
+@health_bp.get("/readyz")
+def readyz():
+    """Answer 200 when the database is reachable and this process's scheduler runs."""
+    problems = [problem] if (problem := ping()) else []
+    scheduler = process.current()
+    if scheduler is not None:
+        problems.extend(scheduler.problems())
+    if problems:  # kept by no cache without asking again: the next answer may be 200
+        answer = jsonify(status="unavailable", problems=problems)
+        return answer, 503, {"Cache-Control": "no-cache"}
+    return jsonify(status="ok", scheduler=bool(scheduler and scheduler.alive))
