@@ -20,7 +20,7 @@ INSERT INTO timer_runs (timer_id, scheduled_for, trigger, status, started_at, re
                         instance, claimed_term, claimed_holder)
 SELECT id, now() - interval '5 seconds', 'schedule', 'running', now() - interval '5 seconds',
        '', '', %(holder)s, 1, %(holder)s
-FROM timers WHERE plugin = %(plugin)s RETURNING id
+FROM timers WHERE id = (SELECT min(id) FROM timers WHERE plugin = %(plugin)s) RETURNING id
 """
 
 
@@ -53,7 +53,7 @@ def test_two_pods_with_one_name_prefix_and_equal_pids_are_two_processes(pods, fl
     # a run the standby pod claimed while it led is still running there: the leader, with the
     # same instance prefix and pid, must not take it for a dead thread of its own. A run of
     # a process that is gone (the leader's name and pid, another boot) is settled at once.
-    wait_for(lambda: view.query("SELECT count(*) FROM timers")[0][0] >= 3, 20,
+    wait_for(lambda: view.query("SELECT count(*) FROM timers")[0][0] >= 4, 20,
              "the plugin leader to create the default timers")
     [[alive]] = view.query(RUN_SQL, {"holder": standby, "plugin": "housekeeping"})
     gone = identity(short_instance(POD + "x2k4p"), pid=pid_of(leader), boot="gonegone")
@@ -68,13 +68,13 @@ def test_two_pods_with_one_name_prefix_and_equal_pids_are_two_processes(pods, fl
     assert status(alive) == "running"
 
     # and its timer, due now, is not started beside the run still in flight
-    view.conn.execute("UPDATE timers SET next_run_at = now() WHERE plugin = 'housekeeping'")
+    [[timer]] = view.query("SELECT timer_id FROM timer_runs WHERE id = %s", (alive,))
+    view.conn.execute("UPDATE timers SET next_run_at = now() WHERE id = %s", (timer,))
     view.query("SELECT pg_notify('soloist_wake', 'plugins')")
-    wait_for(lambda: len(view.query("SELECT 1 FROM timer_runs r JOIN timers t ON "
-                                    "t.id = r.timer_id WHERE t.plugin = 'housekeeping'")) == 2,
-             20, "the leader to claim the housekeeping timer's due slot")
-    rows = view.query("SELECT r.status, r.error FROM timer_runs r JOIN timers t "
-                      "ON t.id = r.timer_id WHERE t.plugin = 'housekeeping' ORDER BY r.id")
+    runs = "SELECT status, error FROM timer_runs WHERE timer_id = %s ORDER BY id"
+    wait_for(lambda: len(view.query(runs, (timer,))) == 2, 20,
+             "the leader to claim the housekeeping timer's due slot")
+    rows = view.query(runs, (timer,))
     assert rows[0][0] == "running"
     assert rows[1][0] == "skipped" and "still running" in rows[1][1]
     with app.app_context():

@@ -110,7 +110,9 @@ def refusing_a_taken_slug() -> Iterator[None]:
     editor's post committed with the same slug since it was checked; write nothing."""
     try:
         yield
-    except IntegrityError:  # two editors took the same slug at the same moment
+    except IntegrityError as exc:  # two editors took the same slug at the same moment
+        if "slug" not in str(exc.orig):  # another constraint's refusal is not a slug's
+            raise
         db.session.rollback()
         raise PostError(dict(SLUG_TAKEN)) from None
 
