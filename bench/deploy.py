@@ -120,8 +120,10 @@ def release(bench: Bench) -> dict:
     said = (done.stdout + done.stderr).splitlines()
     why = [line for line in said if "Error: " in line][-1:] or said[-1:]  # the exception
     log(f"HEAD's release ended in {ended - started:.1f} s with {done.returncode}")
+    report = [line for line in done.stdout.splitlines()
+              if line.startswith(("Migrated in", "  ", "Left to the fleet"))]
     return {"start": started, "end": ended, "ok": done.returncode == 0,
-            "last": why[0][:200] if why else ""}
+            "last": why[0][:200] if why else "", "report": report}
 
 
 def deploy(bench: Bench, args: argparse.Namespace, receiver: Receiver) -> dict:
@@ -275,6 +277,8 @@ def main() -> None:
     sections = [(f"Run {n}: {r['held']}", per_second(r, args))
                 for n, r in enumerate(results, 1)]
     sections.append(("Totals", totals(results)))
+    sections += [(f"Run {n}: the release's own report", "```\n" + "\n".join(r["report"]) + "\n```")
+                 for n, r in enumerate(results, 1) if r.get("report")]
     if any(r["cancelled"] for r in results):
         sections.append(("The statements PostgreSQL cancelled", statements(results)))
     report(f"Deploy: HEAD's release beside release {args.commit}'s fleet ({args.instances} × "
