@@ -84,6 +84,21 @@ def test_bad_fields_are_refused_next_to_the_field_and_nothing_is_saved(app, edit
     assert count_posts(app) == 0
 
 
+def test_a_new_post_with_a_past_time_is_offered_only_what_its_form_has(app, editor):
+    typed = local_input(datetime.now(UTC) - timedelta(hours=2), "Europe/Paris")
+    response = post_form(editor, "/admin/posts/new", {
+        "title": "Late", "slug": "", "body": "Kept", "publish_at": typed, "zone": "Europe/Paris"})
+    assert response.status_code == 422
+    page = text(response)
+    assert ("That time has already passed. Pick a later time, or leave it empty to save a "
+            "draft." in page)
+    assert "publish now" not in page.lower() and "/publish" not in page  # New post has none
+    assert f'value="{typed}"' in page and "Kept" in page and count_posts(app) == 0
+    drafted = post_form(editor, "/admin/posts/new", {  # the offered choice
+        "title": "Late", "slug": "", "body": "Kept", "publish_at": "", "zone": "Europe/Paris"})
+    assert drafted.status_code == 303 and count_posts(app) == 1
+
+
 def test_a_duplicate_slug_is_refused_and_the_typed_post_is_kept(app, editor):
     new_post(app, "Hello", slug="hello")
     response = post_form(editor, "/admin/posts/new", {"title": "Hello", "slug": "",

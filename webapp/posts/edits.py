@@ -201,18 +201,22 @@ def _text_changes(post: Post, fields: PostFields) -> dict:
 
 
 def check_times(publish_at: datetime | None, unpublish_at: datetime | None,
-                now: datetime | None = None) -> None:
+                now: datetime | None = None, new: bool = False) -> None:
     """Refuse a time that has passed, or an unpublish time not after the publish time.
 
     The one place the rule lives: the forms, the JSON API and every write asks it.
     Pass now (read before) when a row lock is held: reading the clock ends the transaction.
+    new: the times of a post not saved yet, which has no "publish now" or "unpublish now"
+    to offer instead: each refusal offers what creating one has.
     """
     now = now or database_now()
     if publish_at is not None and publish_at <= now:
-        raise PublishTimeInPast(publish_at)
+        raise PublishTimeInPast(publish_at, instead="leave it empty to save a draft"
+                                if new else None)
     if unpublish_at is not None and unpublish_at <= now:
+        instead = "leave it empty" if new else "unpublish now"
         raise PostError({"unpublish_at": "That time has already passed; pick a later one, or "
-                                         "unpublish now."})
+                                         f"{instead}."})
     if publish_at is not None and unpublish_at is not None and unpublish_at <= publish_at:
         raise PostError({"unpublish_at": "The unpublish time must come after the publish time."})
 
@@ -260,7 +264,7 @@ def _check_new_times(publish_at: datetime | None, unpublish_at: datetime | None)
     if unpublish_at is not None and publish_at is None:
         raise PostError({"unpublish_at": "Needs a publish time: a draft is not published."})
     if publish_at is not None:
-        check_times(publish_at, unpublish_at)
+        check_times(publish_at, unpublish_at, new=True)
 
 
 def update_post(post_id: int, version: int, digest: str | None, title: str, slug: str,

@@ -35,10 +35,12 @@ class StaleText(StalePost):
 class PublishTimeInPast(PostError):
     """The publish time has already passed; the editor may publish now instead."""
 
-    def __init__(self, when: datetime, field: str = "publish_at") -> None:
-        later = "Pick a later time, or publish now." if field == "publish_at" else (
-            "Pick a later time, or save the change now.")
-        super().__init__({field: f"That time has already passed. {later}"})
+    def __init__(self, when: datetime, field: str = "publish_at",
+                 instead: str | None = None) -> None:
+        # instead: what the page or request it answers offers beside a later time
+        instead = instead or ("publish now" if field == "publish_at" else "save the change now")
+        super().__init__({field: f"That time has already passed. Pick a later time, or "
+                                 f"{instead}."})
         self.when = when
 
 
