@@ -1,6 +1,7 @@
 """Freezes: an admin pauses publishing or timers with a reason; leaders keep
 their keys and do nothing for it; on resume, due posts follow the chosen policy."""
 
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,7 @@ from tests.harness.cluster import PUBLISH_KEY, wait_for
 from tests.harness.support import WebSession, csrf_from, post_form, post_status, text
 from webapp import posts
 from webapp.extensions import db
-from webapp.models import Freeze, Post, TimerRun
+from webapp.models import AuditEvent, Freeze, Post, TimerRun
 from webapp.ops import freezes
 from webapp.scheduling import plugin_tick, publish, workers
 from webapp.timers import create_timer
@@ -76,6 +77,31 @@ def test_a_held_post_says_so_on_its_page_during_the_freeze_and_after_a_hold(app,
         kept = db.session.get(Post, post_id).publish_at
     field = page.split('id="f-publish_at"')[1].split(">")[0]
     assert f'value="{kept:%Y-%m-%dT%H:%M}' in field, "the held time is not offered again"
+
+
+def test_resuming_says_which_posts_go_out_now_and_the_audit_log_names_them(app, auth):
+    admin = auth.client("admin")
+    assert post_form(admin, "/admin/freeze/", {"scope": "publishing", "on_resume": "publish",
+                                               "reason": "incident"}).status_code == 303
+    with app.app_context():  # came due while frozen
+        post_id = due_post("Embargoed", at=datetime.now(UTC) - timedelta(seconds=5))
+    assert post_form(admin, "/admin/freeze/publishing/resume", {}).status_code == 303
+    flashed = text(admin.get("/status/"))
+    assert ("Publishing resumed. 1 post that came due meanwhile goes out now: “Embargoed”."
+            in flashed)
+    with app.app_context():
+        detail = db.session.scalar(sa.select(AuditEvent.detail).where(
+            AuditEvent.action == "freeze.resume"))
+    recorded = json.loads(detail)
+    assert (recorded["reason"], recorded["released"]) == ("incident", [post_id])
+    assert "held" not in recorded  # nothing held: no "held []"
+    with app.app_context():  # the publish leader let it go
+        db.session.execute(sa.update(Post).where(Post.id == post_id).values(status="published"))
+        db.session.commit()
+    assert post_form(admin, "/admin/freeze/", {"scope": "publishing", "on_resume": "publish",
+                                               "reason": "again"}).status_code == 303
+    assert post_form(admin, "/admin/freeze/publishing/resume", {}).status_code == 303
+    assert "Publishing resumed. No post came due meanwhile." in text(admin.get("/status/"))
 
 
 def test_frozen_timers_start_no_run_and_resume_follows_the_misfire_policy(app):

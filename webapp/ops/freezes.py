@@ -9,7 +9,7 @@ came due follow each timer's own misfire policy.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -37,6 +37,7 @@ class Resumed:
 
     freeze: Freeze
     held: list[tuple[int, str]]  # (post id, title)
+    released: list[tuple[int, str]] = field(default_factory=list)  # due, going out now
 
 
 def active() -> dict[str, Freeze]:
@@ -95,23 +96,31 @@ def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
 
 
 def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
-           now: datetime | None = None) -> Resumed:
+           now: datetime | None = None,
+           came_due: Callable[[datetime], list[tuple[int, str]]] | None = None) -> Resumed:
     """End scope's freeze, hold or release what came due, and wake the leader.
 
     hold_due (posts.hold_due) takes the posts that came due back to drafts when the
-    freeze says so; passed in, because posts write audit rows here, not the other way.
+    freeze says so; came_due (posts.came_due) names those it releases otherwise. Passed
+    in, because posts write audit rows here, not the other way.
     """
     now = now or database_now()  # first: it ends its transaction, which would drop the lock
     row = db.session.scalar(sa.select(Freeze).where(Freeze.scope == scope).with_for_update())
     if row is None:
         db.session.rollback()
         raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
-    held = []
+    held, released = [], []
     if scope == "publishing" and row.on_resume == "hold":
         held = hold_due(now)
-    audit.record("freeze.resume", audit.target("freeze", None, scope),
-                 {"reason": row.reason, "held": [pid for pid, _title in held]})
+    elif scope == "publishing" and came_due is not None:
+        released = came_due(now)
+    detail: dict[str, object] = {"reason": row.reason}
+    if held:
+        detail["held"] = [pid for pid, _title in held]
+    if released:
+        detail["released"] = [pid for pid, _title in released]
+    audit.record("freeze.resume", audit.target("freeze", None, scope), detail)
     db.session.delete(row)
     wake_scheduler(KEY_OF[scope].name)
     db.session.commit()
-    return Resumed(row, held)
+    return Resumed(row, held, released)

@@ -41,6 +41,7 @@ from .errors import (
 from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
+    came_due,
     hold_due,
     next_due,
     next_due_reads,
@@ -93,7 +94,8 @@ __all__ = [
     "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
     "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
     "upcoming_changes",
-    "api_page", "change_post", "check_fields", "check_times", "content_digest", "create_link",
+    "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
+    "create_link",
     "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",
     "listing", "lists_change_at", "live_links",
     "next_due", "next_due_reads", "preview_for_token", "Preview", "publish_due",

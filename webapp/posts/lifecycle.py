@@ -118,6 +118,14 @@ def hold_due(now: datetime) -> list[tuple[int, str]]:
     return [(row.id, row.title) for row in moved]
 
 
+def came_due(now: datetime) -> list[tuple[int, str]]:
+    """Return the scheduled posts already due (id, title), first due first: what a publishing
+    freeze's "publish" on resume lets go."""
+    return [(row.id, row.title) for row in db.session.execute(
+        sa.select(Post.id, Post.title).where(Post.status == "scheduled", Post.publish_at <= now)
+        .order_by(Post.publish_at, Post.id))]
+
+
 def next_due_reads() -> list[sa.ScalarSelect]:
     """Return the first publish_at, unpublish_at and change ahead, as scalar subqueries."""
     return [

@@ -53,16 +53,27 @@ def create():
 def resume(scope: str):
     """End a scope's freeze."""
     try:
-        done = freezes.resume(scope, posts.hold_due)
+        done = freezes.resume(scope, posts.hold_due, came_due=posts.came_due)
     except freezes.FreezeError as exc:
         return _page(409, errors=exc.errors)
     message = f"{freezes.SCOPES[scope]} resumed."
     if done.held:
-        titles = ", ".join(f"“{title}”" for _, title in done.held[:5])
-        more = f" and {len(done.held) - 5} more" if len(done.held) > 5 else ""
         count = ("1 post that came due meanwhile is a draft again, its time kept"
                  if len(done.held) == 1 else f"{len(done.held)} posts that came due meanwhile "
                  "are drafts again, their times kept")
-        message += f" {count}, for an editor to schedule or publish: {titles}{more}."
+        message += f" {count}, for an editor to schedule or publish: {_titles(done.held)}."
+    elif done.released:
+        count = ("1 post that came due meanwhile goes out now" if len(done.released) == 1
+                 else f"{len(done.released)} posts that came due meanwhile go out now")
+        message += f" {count}: {_titles(done.released)}."
+    elif scope == "publishing":
+        message += " No post came due meanwhile."
     flash(message, "success")
     return redirect(url_for("status.index"), code=303)
+
+
+def _titles(posts_named: list[tuple[int, str]], shown: int = 5) -> str:
+    """Name the first posts by title, and count the rest."""
+    titles = ", ".join(f"“{title}”" for _, title in posts_named[:shown])
+    rest = len(posts_named) - shown
+    return titles + (f" and {rest} more" if rest > 0 else "")
