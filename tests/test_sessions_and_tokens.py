@@ -265,6 +265,9 @@ def test_an_admin_sees_a_users_sessions_and_tokens_and_ends_them(app, auth):
     token = token_for(app, "ed@example.com")
     page = text(admin.get(f"/admin/users/{editor_id}"))
     assert page.count('class="badge ok">live') == 3 and "script" in page
+    # the browsers the editor trusted are told as the editor's, not the admin's own
+    assert "They are forgotten with ed@example.com's sessions" in page
+    assert "your sessions" not in page
     first, _ = session_ids(app, "ed@example.com")
     with app.app_context():
         token_id = db.session.scalar(sa.select(ApiToken.id))
