@@ -75,9 +75,9 @@ def begin(conn: sa.Connection, name: str, statement: str, table: str, key: str,
     """Note a migration's backfill (once: a release tried again finds its note); return it,
     or None if it is finished."""
     TABLE.create(conn, checkfirst=True)  # before the migration that makes it, from the model
-    first = conn.execute(sa.text(f"SELECT min({key}) FROM {table}")).scalar()  # noqa: S608
     found = conn.execute(sa.select(TABLE).where(TABLE.c.name == name)).first()
     if found is None:
+        first = conn.execute(sa.text(f"SELECT min({key}) FROM {table}")).scalar()  # noqa: S608
         now = utcnow()
         conn.execute(sa.insert(TABLE).values(
             name=name, table_name=table, key_column=key, statement=statement, batch=batch,
