@@ -94,6 +94,20 @@ def test_a_successor_leaves_a_live_holders_claim_alone_until_it_is_gone(webhooke
     assert webhook_sends.record(claim, 200, "", False, T0) == "stale"
 
 
+def test_a_process_that_ends_is_gone_even_to_a_transaction_that_saw_it_alive(webhooked, pg_url):
+    """PostgreSQL keeps one copy of pg_stat_activity per transaction: without dropping it,
+    a sender that once saw the holder alive would wait on a dead process to its lease."""
+    _receiver, alive = webhooked
+    assert gone([HANDED_OVER.holder]) == []  # this transaction has now read it alive
+    backend = alive.info.backend_pid
+    alive.close()
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        wait_for(lambda: not other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s",
+                                           [backend]).fetchone(), 10, "the session to end")
+    assert db.session().in_transaction()
+    assert gone([HANDED_OVER.holder]) == [HANDED_OVER.holder]
+
+
 def test_a_live_holders_claim_is_taken_once_its_lease_is_up(webhooked):
     receiver, _alive = webhooked
     lead(HANDED_OVER)

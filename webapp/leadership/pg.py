@@ -41,6 +41,7 @@ from .base import (
 )
 from .pg_sql import (
     ACQUIRED_SQL,
+    CLEAR_SNAPSHOT_SQL,
     EVENT_SQL,
     EVICT_SQL,
     EVICT_STALE_SQL,
@@ -350,12 +351,19 @@ class PgView:
 
     versions_known = False  # process_versions exists (its migration ran): once, then kept
 
+    @staticmethod
+    def fresh() -> None:
+        """Drop this transaction's copy of pg_stat_activity: PostgreSQL reads it once per
+        transaction, so a second read would still show a process that ended in between."""
+        db.session.execute(CLEAR_SNAPSHOT_SQL)
+
     def sessions(self, keys: list[int]) -> list[LockSession]:
         """Return every lock session of this database, with the keys (of keys) it holds and
         the version its process recorded."""
         if not self.versions_known:
             PgView.versions_known = bool(db.session.scalar(VERSIONS_KNOWN_SQL))
         query = SESSIONS_SQL if self.versions_known else UNVERSIONED_SESSIONS_SQL
+        self.fresh()
         found = []
         for pid, name, addr, started, held, version, schema in db.session.execute(
                 query, {"keys": keys}):
@@ -366,11 +374,15 @@ class PgView:
 
     def holder_of(self, key: int) -> str | None:
         """Return the application_name of the lock session holding key now, if any."""
+        self.fresh()
         return db.session.scalar(HOLDER_SQL, {"key": key})
 
     def process_alive(self, boot: str) -> bool:
         """Return whether the process with boot id boot has any connection to this database."""
-        return bool(boot) and bool(db.session.scalar(PROCESS_SQL, {"boot": boot}))
+        if not boot:
+            return False
+        self.fresh()
+        return bool(db.session.scalar(PROCESS_SQL, {"boot": boot}))
 
     def evict(self, key: int, expected: str, detail: str, ours: list[int]) -> str | None:
         """End the lock session named expected if it holds key; return its name, or None."""

@@ -237,6 +237,9 @@ WHERE {ADVISORY} AND {KEY_SQL} = :key
 
 # Any connection of one process (soloist[-role]:<instance>:<pid>:<boot>:<nonce>), whatever
 # its nonce: the process whose boot id is :boot is alive and reaches the database.
+# pg_stat_activity is read once per transaction and kept: this drops the copy.
+CLEAR_SNAPSHOT_SQL = sa.text("SELECT pg_stat_clear_snapshot()")
+
 PROCESS_SQL = sa.text("""
 SELECT EXISTS (SELECT 1 FROM pg_stat_activity
                WHERE datname = current_database() AND application_name LIKE 'soloist%'
