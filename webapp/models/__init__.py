@@ -20,6 +20,7 @@ from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .previews import PreviewLink
 from .purges import CachePurge
+from .reviews import PostReview
 from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
 from .timers import Timer, TimerRun
@@ -48,6 +49,7 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "PostReview",
     "PostRevision",
     "PreviewLink",
     "ReleaseBackfill",

@@ -23,7 +23,7 @@ def hash_password(password: str) -> str:
 
 
 class User(Model):
-    """A person who signs in: admin, editor or viewer."""
+    """A person who signs in: admin, editor, contributor or viewer."""
 
     __tablename__ = "users"
 
@@ -41,8 +41,9 @@ class User(Model):
     totp_on_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     totp_last_step: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
 
-    ROLES = ("admin", "editor", "viewer")
-    RANK = {"viewer": 1, "editor": 2, "admin": 3}
+    ROLES = ("admin", "editor", "contributor", "viewer")
+    # a contributor writes posts and submits them; only a reviewer (editor, admin) publishes
+    RANK = {"viewer": 1, "contributor": 2, "editor": 3, "admin": 4}
 
     # what a request's user is beyond its row, set when it is loaded (no columns): its
     # browser's session (webapp.accounts.sessions) or its API token (webapp.accounts.tokens)

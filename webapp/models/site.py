@@ -25,3 +25,6 @@ class SiteState(Model):
     # bumped by the settings alone: a post page's validator is this and the post's version
     settings_version: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
     settings_changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # "Require review": editors' posts need an admin's or another editor's approval too
+    # (contributors' always do; webapp.posts.gate)
+    require_review: Mapped[bool] = mapped_column(default=False, server_default=sa.false())

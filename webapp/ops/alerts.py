@@ -138,6 +138,9 @@ def text(topic: str, payload: dict) -> str:
         "post.published": lambda: f"Published: “{p['title']}” ({p['slug']}).",
         "post.unpublished": lambda: f"Unpublished: “{p['title']}” ({p['slug']}).",
         "post.updated": lambda: f"Updated: “{p['title']}” ({p['slug']}).",
+        "post.submitted": lambda: f"Submitted for review by {p['by']}: “{p['title']}”.",
+        "post.approved": lambda: f"Approved by {p['by']}: “{p['title']}”, out {p['publish_at']}.",
+        "post.returned": lambda: f"Sent back by {p['by']}: “{p['title']}”: {p['note']}",
     }
     try:
         return "[Soloist] " + lines[topic]()

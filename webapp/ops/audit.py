@@ -41,7 +41,8 @@ from ..timefmt import iso
 ACTIONS = (
     "post.create", "post.edit", "post.schedule", "post.unpublish_time", "post.unschedule",
     "post.publish", "post.unpublish", "post.restore", "post.change_schedule", "post.change_edit",
-    "post.change_cancel", "preview.create", "preview.revoke",
+    "post.change_cancel", "post.submit", "post.approve", "post.return", "site.review",
+    "preview.create", "preview.revoke",
     "timer.create", "timer.edit", "timer.pause", "timer.resume", "timer.run", "timer.delete",
     "plugin.enable", "plugin.disable",
     "webhook.create", "webhook.enable", "webhook.disable", "webhook.delete",

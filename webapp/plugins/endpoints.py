@@ -20,11 +20,12 @@ from ..extensions import db
 from ..leadership.keys import PLUGINS
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, audit
+from ..posts import review
 from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
-TOPICS = (*TOPIC_HOOKS, *alerts.OPS_TOPICS)
+TOPICS = (*TOPIC_HOOKS, *review.TOPICS, *alerts.OPS_TOPICS)
 FORMATS = ("standard", "slack")  # the event as JSON, or Slack's {"text": ...}
 DEFAULT_TOPICS = tuple(TOPIC_HOOKS)  # the form's first offer; ops alerts are opted into
 MIN_SECRET = 16

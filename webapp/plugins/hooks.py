@@ -31,6 +31,7 @@ from ..extensions import db
 from ..leadership.fence import Lead, gone
 from ..models import HookDelivery, OutboxEvent
 from ..ops.alerts import OPS_TOPICS
+from ..posts import review
 from . import registry
 from .base import TOPIC_HOOKS, HookEvent
 
@@ -38,10 +39,10 @@ log = logging.getLogger("soloist.plugins.hooks")
 
 FAN_OUT_BATCH = 500
 CLAIM_BATCH = 50
-# ops alerts go to webhooks only, never to hooks; the site's settings, a media file removed
-# and the sitemap rebuilt to the cache purges only (webapp.plugins.purges)
+# review's steps and ops alerts go to webhooks only, never to hooks; the site's settings, a
+# media file removed and the sitemap rebuilt to the cache purges only (webapp.plugins.purges)
 PURGE_TOPICS = ("site.settings", "media.deleted", "sitemap.built")
-FANNED_OUT = (*TOPIC_HOOKS, *OPS_TOPICS, *PURGE_TOPICS)
+FANNED_OUT = (*TOPIC_HOOKS, *review.TOPICS, *OPS_TOPICS, *PURGE_TOPICS)
 RETRY_MAX_SECONDS = 3600.0
 
 

@@ -12,7 +12,7 @@ validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
 """
 
-from . import revisions
+from . import gate, review, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -38,6 +38,7 @@ from .errors import (
     StalePost,
     StaleText,
 )
+from .gate import NeedsReview
 from .lifecycle import (
     BATCH_SIZE,
     SCHEDULABLE,
@@ -92,7 +93,8 @@ __all__ = [
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
+    "apply_due_changes", "cancel_change", "gate", "NeedsReview", "pending_change", "review",
+    "revisions", "schedule_change",
     "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",

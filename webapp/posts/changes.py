@@ -7,6 +7,7 @@ or when the publish leader moves the post in between; here the row is locked onc
 part is checked against it, and one commit writes them all (with their audit rows).
 """
 
+from collections.abc import Callable
 from datetime import datetime
 
 from ..db import database_now, wake_scheduler
@@ -14,6 +15,7 @@ from ..extensions import db
 from ..leadership.keys import PUBLISH
 from ..models import Post
 from ..ops import audit
+from . import gate
 from .edits import (
     TypedText,
     check_text,
@@ -26,30 +28,41 @@ from .edits import (
 from .errors import PostError, StalePost
 from .lifecycle import SCHEDULABLE
 
+Approval = Callable[[Post, datetime], None]
+
 
 def change_post(post_id: int, version: int, text: TypedText | None,
-                times: dict[str, datetime | None]) -> Post:
+                times: dict[str, datetime | None], approval: Approval | None = None) -> Post:
     """Save new text and/or times against version, or raise and write nothing.
 
     times holds publish_at and/or unpublish_at as sent: a moment, or None to clear it.
     text carries the version it was typed on (the API's: version; an editor's page may have
     refreshed its publication panel since, see TypedText). Someone else's newer text is
     refused first (StaleText), then any change since version (StalePost).
+
+    A publish time from someone whose posts need review is refused (gate.NeedsReview)
+    unless approval is given: a reviewer's, written in this transaction (post, now), which
+    may refuse it all too (webapp.posts.review).
     """
     fields = check_text(post_id, text) if text is not None else None
+    if approval is None and times.get("publish_at") is not None:
+        gate.refuse_going_live(post_id, "publish_at")
     now = database_now()  # before the lock: reading the clock ends a transaction
     post = lock_post(post_id)
+    gate.refuse_edit(post)
     if text is not None and fields is not None:
         refuse_stale_text(post, text, fields)
     try:
         if post.version != version:
             raise StalePost(post)
-        _change_times(post, times, now)
+        _change_times(post, times, now, "post.approve" if approval else "post.schedule")
+        post.version += 1
+        post.updated_at = now
+        if approval is not None:
+            approval(post, now)
     except PostError:
         db.session.rollback()
         raise
-    post.version += 1
-    post.updated_at = now
     with refusing_a_taken_slug():
         if fields is not None:
             write_text(post, fields, now)
@@ -57,8 +70,10 @@ def change_post(post_id: int, version: int, text: TypedText | None,
     return post
 
 
-def _change_times(post: Post, times: dict[str, datetime | None], now: datetime) -> None:
-    """Apply a new or cleared publish time, or a new or cleared unpublish time, to post."""
+def _change_times(post: Post, times: dict[str, datetime | None], now: datetime,
+                  scheduling: str = "post.schedule") -> None:
+    """Apply a new or cleared publish time, or a new or cleared unpublish time, to post
+    (a new publish time audited as scheduling: a reviewer's is their approval)."""
     if "publish_at" in times and times["publish_at"] is None:
         if times.get("unpublish_at") is not None:
             raise PostError({"unpublish_at": "An unpublish time needs a publish time, and "
@@ -70,7 +85,7 @@ def _change_times(post: Post, times: dict[str, datetime | None], now: datetime) 
             raise PostError({"publish_at": "The post is published already."})
         unpublish_at = times.get("unpublish_at", post.unpublish_at)
         check_times(times["publish_at"], unpublish_at, now)
-        _set(post, "post.schedule", status="scheduled", publish_at=times["publish_at"],
+        _set(post, scheduling, status="scheduled", publish_at=times["publish_at"],
              unpublish_at=unpublish_at)
     elif "unpublish_at" in times:
         _change_unpublish_time(post, times["unpublish_at"], now)

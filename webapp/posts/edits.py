@@ -18,7 +18,7 @@ from ..models import Post
 from ..ops import audit
 from ..site import state
 from ..site.xmltext import unsafe_character
-from . import revisions
+from . import gate, revisions
 from .errors import PostError, PostNotFound, PublishTimeInPast, StaleText
 from .outbox import write_outbox
 
@@ -240,6 +240,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         errors.update(exc.errors)
     if errors:
         raise PostError(errors)
+    if publish_at is not None:
+        gate.refuse_going_live(0)
     if _slug_taken(fields.slug):
         raise PostError(dict(SLUG_TAKEN))
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,
@@ -253,6 +255,7 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
     with refusing_a_taken_slug():
         db.session.flush()  # its id: for its audit row and its first revision
         audit.record("post.create", audit.target("post", post.id, post.title), detail)
+        gate.note_writer(post)
         revisions.keep(post.id, post.title, post.body, "create", live=False)
         if publish_at is not None:
             wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
@@ -279,6 +282,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     fields = check_text(post_id, typed)
     now = database_now()  # before the lock: reading the clock ends a transaction
     post = lock_post(post_id)
+    gate.refuse_edit(post)
     refuse_stale_text(post, typed, fields)
     post.version += 1
     post.updated_at = now

@@ -7,7 +7,7 @@ So an editor's click and the leader's tick can never both win, and two
 processes that both believe they lead can never publish a post twice.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +21,7 @@ from ..models import Freeze, Post, ScheduledChange
 from ..ops import audit, freezes
 from ..ops.metrics import observe_publish_lags
 from ..site import state
-from . import revisions
+from . import gate, revisions
 from .edits import (
     TypedText,
     check_text,
@@ -191,18 +191,24 @@ def unschedule_post(post_id: int) -> None:
 
 
 def publish_now(post_id: int, instance: str = "", override_freeze: bool = False,
-                text: TypedText | None = None) -> None:
+                text: TypedText | None = None,
+                approval: Callable[[Post, datetime], None] | None = None) -> None:
     """Publish a post at once, with its 'post.published' outbox row in the same transaction.
 
     text: what the editor typed beside the button, published with it or not at all (refused
     as the Save button refuses it). A publishing freeze refuses it all (PublishingFrozen)
-    unless override_freeze (an admin's).
+    unless override_freeze (an admin's). Someone whose posts need review is refused
+    (gate.NeedsReview) unless approval, a reviewer's, is given: it is written in this
+    transaction with the post as published (post, now) and may refuse it all too.
     """
     fields = check_text(post_id, text) if text is not None else None
+    if approval is None:
+        gate.refuse_going_live(post_id)
     now = database_now()
     overridden = _unless_frozen(override_freeze)
     if text is not None and fields is not None:
         post = lock_post(post_id)
+        gate.refuse_edit(post)
         refuse_stale_text(post, text, fields)
         write_text(post, fields, now)  # published below, or rolled back with it
     keep_expiry = sa.case((Post.unpublish_at > now, Post.unpublish_at), else_=None)
@@ -210,8 +216,13 @@ def publish_now(post_id: int, instance: str = "", override_freeze: bool = False,
         moved = _move_one(post_id, SCHEDULABLE, {"status": "published", "published_at": now,
                                                  "publish_at": now, "unpublish_at": keep_expiry,
                                                  "updated_at": now}, "published")
-        _audit_moved("post.publish", moved, "published", overridden)  # from any SCHEDULABLE
+        _audit_moved("post.approve" if approval else "post.publish", moved, "published",
+                     overridden)  # from any SCHEDULABLE; a reviewer's publish is their approval
         revisions.mark_live([row.id for row in moved])
+        if approval is not None:
+            post = get_post(post_id)
+            db.session.refresh(post)  # as moved
+            approval(post, now)
         wake_scheduler(PUBLISH.name)  # it may carry an unpublish time
         _commit_moved("post.published", moved, now, instance)
 

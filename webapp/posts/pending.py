@@ -20,7 +20,7 @@ from ..leadership.keys import PUBLISH
 from ..models import Post, ScheduledChange
 from ..ops import audit
 from ..site import state
-from . import revisions
+from . import gate, revisions
 from .edits import check_fields, content_digest, get_post, updated
 from .errors import PostError, PublishTimeInPast
 from .lifecycle import move
@@ -66,6 +66,7 @@ def schedule_change(post_id: int, title: str, body: str, apply_at: datetime,
     cancelled meanwhile) is refused rather than scheduled again.
     """
     post = get_post(post_id)
+    gate.refuse_edit(post)  # a contributor's: never on a live post
     errors: dict[str, str] = {}
     try:
         fields = check_fields(title, post.slug, body)

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import QueryableAttribute, defer
 
 from ..extensions import db
-from ..models import Post, ScheduledChange, SiteState, UTCDateTime
+from ..models import Post, PostReview, ScheduledChange, SiteState, UTCDateTime
 from ..site import state
 from .lifecycle import next_due_reads
 
@@ -31,11 +31,15 @@ class PostPage:
 
 
 def list_posts(status: str | None, query: str, before: int | None, after: int | None,
-               size: int = 25) -> PostPage:
-    """Return a page of posts (bodies not loaded) filtered by status and title text."""
+               size: int = 25, review: str | None = None) -> PostPage:
+    """Return a page of posts (bodies not loaded) filtered by status (or review state) and
+    title text."""
     stmt = sa.select(Post).options(defer(Post.body))
     if status:
         stmt = stmt.where(Post.status == status)
+    if review:
+        stmt = stmt.join(PostReview, PostReview.post_id == Post.id).where(
+            PostReview.state == review)
     if query:
         stmt = stmt.where(Post.title.ilike(_like(query), escape="\\"))
     if after is not None and before is None:

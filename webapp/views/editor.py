@@ -67,7 +67,8 @@ def edit_page(post: Post, status: int = 200, **context):
         "digest": posts.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
     page = panel_context(post, **context)
-    if post.status in posts.SHAREABLE or page["pending"]:  # the "Share a preview" section
+    if (post.status in posts.SHAREABLE or page["pending"]) and current_user.can("editor"):
+        # the "Share a preview" section (a contributor's posts are shared by a reviewer)
         page.setdefault("preview_links", posts.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
                            **page), status
@@ -84,4 +85,6 @@ def panel_context(post: Post, sched: dict | None = None, sched_errors: dict | No
                  "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
             "zones": sorted(zone_names()), "pending": posts.pending_change(post),
-            "versions": posts.revisions.history(post.id, limit=5), **context}
+            "versions": posts.revisions.history(post.id, limit=5),
+            "review": posts.review.review_of(post.id), "review_labels": posts.review.LABELS,
+            "may_publish": posts.review.may_publish(current_user), **context}

@@ -20,8 +20,9 @@ TEXT_FIELDS = ("title", "slug", "body")
 
 
 def _list_args() -> dict:
-    status = request.args.get("status", "")
+    status, review = request.args.get("status", ""), request.args.get("review", "")
     return {"status": status if status in Post.STATUSES else None,
+            "review": review if review in posts.review.FILTERS else None,
             "query": request.args.get("q", "").strip()[:200],
             "before": _cursor("before"), "after": _cursor("after")}
 
@@ -33,12 +34,19 @@ def _cursor(name: str) -> int | None:
 
 
 @bp.get("/")
-@role_required("editor")
+@role_required("contributor")
 def index():
     """List posts with status filters, title search and keyset pages."""
     args = _list_args()
-    return render_template("posts/index.html", page=posts.list_posts(**args), args=args,
-                           counts=_tab_counts(posts.status_counts()), statuses=Post.STATUSES)
+    return render_template("posts/index.html", **_list_page(args))
+
+
+def _list_page(args: dict) -> dict:
+    """Return what the list and its tabs show: a page of posts, with their review states."""
+    page = posts.list_posts(**args)
+    return {"page": page, "args": args, "counts": _tab_counts(posts.status_counts()),
+            "statuses": Post.STATUSES, "reviews": posts.review.states([p.id for p in page.posts]),
+            "review_counts": posts.review.counts(), "review_labels": posts.review.LABELS}
 
 
 def _tab_counts(counts: dict[str, int], cap: int = posts.COUNT_CAP) -> dict[str, str]:
@@ -51,13 +59,11 @@ def _tab_counts(counts: dict[str, int], cap: int = posts.COUNT_CAP) -> dict[str,
 
 
 @bp.get("/rows")
-@role_required("editor")
+@role_required("contributor")
 def rows():
     """Render the list's rows alone (polled while a post on the page is scheduled)."""
-    args = _list_args()
-    return render_template("posts/_rows.html", page=posts.list_posts(**args), args=args,
-                           counts=_tab_counts(posts.status_counts()),
-                           statuses=Post.STATUSES, oob=True)  # the tabs' counts follow
+    return render_template("posts/_rows.html", **_list_page(_list_args()),
+                           oob=True)  # the tabs' counts follow
 
 
 def _content_form() -> dict:
@@ -65,7 +71,7 @@ def _content_form() -> dict:
 
 
 @bp.route("/new", methods=["GET", "POST"])
-@role_required("editor")
+@role_required("contributor")
 def new():
     """Write a new draft, or a post scheduled as it is saved (a publish time typed, or filled
     in by the calendar's "new post on this day")."""
@@ -86,6 +92,8 @@ def new():
             else:
                 flash(f"Draft “{post.title}” saved.", "success")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
+    if not posts.review.may_publish(current_user):
+        sched = {}  # a contributor's post is scheduled by its reviewer
     return render_template("posts/new.html", form=form, errors=errors, new_sched=sched,
                            preview=render(form["body"])), 422 if errors else 200
 
@@ -116,7 +124,7 @@ def _start_post(form: dict, sched: dict | None) -> Post:
 
 
 @bp.route("/<int:post_id>", methods=["GET", "POST"])
-@role_required("editor")
+@role_required("contributor")
 def edit(post_id: int):
     """Edit a post's text; a form opened before someone else's change is refused."""
     post = post_or_404(post_id)
@@ -177,7 +185,9 @@ def _refused(post_id: int, exc: PostError, sched: dict | None):
         return edit_page(exc.current, 409, form=typed, sched=sched,
                          sched_errors=SCHEDULE_STALE)
     text_errors = {k: v for k, v in exc.errors.items() if k in TEXT_FIELDS}
-    return edit_page(post_or_404(post_id), 409 if isinstance(exc, PublishingFrozen) else 422,
+    status = 409 if isinstance(exc, PublishingFrozen) else 403 if isinstance(
+        exc, posts.NeedsReview) else 422
+    return edit_page(post_or_404(post_id), status,
                      form=typed, errors=text_errors, sched=sched,
                      sched_errors={k: v for k, v in exc.errors.items() if k not in text_errors},
                      past=isinstance(exc, PublishTimeInPast))
@@ -221,7 +231,8 @@ def _act(post_id: int, action, done: str):
     except PostError as exc:
         # refused as a whole by the form (a freeze, someone else's text, a bad field):
         # the page says why, what was typed kept; else the post's state says it
-        if isinstance(exc, StalePost | PublishingFrozen) or set(exc.errors) & set(TEXT_FIELDS):
+        if isinstance(exc, StalePost | PublishingFrozen | posts.NeedsReview) or \
+                set(exc.errors) & set(TEXT_FIELDS):
             return _refused(post_id, exc, _sched_form() if "zone" in request.form else None)
         flash(exc.errors.get("form", str(exc)), "error")
     else:
@@ -260,8 +271,60 @@ def unpublish(post_id: int):
                 "Unpublished: the post is no longer on the site.")
 
 
-@bp.get("/<int:post_id>/panel")
+@bp.post("/<int:post_id>/submit")
+@role_required("contributor")
+def submit(post_id: int):
+    """Submit a post for review, with the text typed beside the button saved first."""
+    post_or_404(post_id)
+    version = request.form.get("version", 0, type=int)
+    try:
+        if (typed := _typed()) is not None:
+            version = posts.update_post(post_id, typed.version, typed.digest, typed.title,
+                                        typed.slug, typed.body).version
+        posts.review.submit(post_id, version)
+    except PostError as exc:
+        return _refused(post_id, exc, None)
+    flash("Submitted for review: a reviewer approves it or sends it back with a note.",
+          "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.post("/<int:post_id>/approve")
 @role_required("editor")
+def approve(post_id: int):
+    """Approve a post in review: schedule it at the time typed, or publish it now."""
+    post_or_404(post_id)
+    sched = {**_sched_form(), "unpublish_at": ""}
+    now = bool(request.form.get("now"))
+    try:
+        publish_at = None if now else _read_times(sched)[0]
+        posts.review.approve(post_id, request.form.get("version", 0, type=int), publish_at,
+                             current_app.config["INSTANCE_NAME"])
+    except PostError as exc:
+        return _refused(post_id, exc, sched)
+    flash("Approved and published." if now else
+          f"Approved: it publishes {human(publish_at, sched['zone'])}.", "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.post("/<int:post_id>/return")
+@role_required("editor")
+def send_back(post_id: int):
+    """Send a post in review back to its writer with a note saying what to change."""
+    post_or_404(post_id)
+    note = request.form.get("note", "")
+    try:
+        posts.review.send_back(post_id, request.form.get("version", 0, type=int), note)
+    except StalePost as exc:
+        return _refused(post_id, exc, None)
+    except PostError as exc:
+        return edit_page(post_or_404(post_id), 422, sched_errors=exc.errors, review_note=note)
+    flash("Sent back: the writer sees your note on the post.", "success")
+    return redirect(url_for("posts.edit", post_id=post_id), code=303)
+
+
+@bp.get("/<int:post_id>/panel")
+@role_required("contributor")
 def panel(post_id: int):
     """Render the publication panel, or 204 while the post is still at version=."""
     post = post_or_404(post_id)
@@ -271,7 +334,7 @@ def panel(post_id: int):
 
 
 @bp.post("/preview")
-@role_required("editor")
+@role_required("contributor")
 def preview():
     """Render a Markdown body the way the public page will show it."""
     body = request.form.get("body", "")
@@ -281,7 +344,7 @@ def preview():
 
 
 @bp.get("/when")
-@role_required("editor")
+@role_required("contributor")
 def when():
     """Say when a typed local time is, in UTC and relative to now (the schedule form's hint)."""
     text = (request.args.get("publish_at") or request.args.get("apply_at", "")).strip()

@@ -1,7 +1,8 @@
-"""The public site's name and description (admins)."""
+"""The public site's name and description, and whether editors' posts need review (admins)."""
 
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 
+from .. import posts
 from ..accounts.security import role_required
 from ..site import state
 
@@ -10,7 +11,8 @@ bp = Blueprint("site_settings", __name__, url_prefix="/admin/site")
 
 def _page(form: dict, errors: dict | None = None, status: int = 200):
     return render_template("site_settings/edit.html", site=state.current(), form=form,
-                           errors=errors or {}, fallback_summary=state.fallback_summary), status
+                           errors=errors or {}, fallback_summary=state.fallback_summary,
+                           require_review=posts.gate.review_required()), status
 
 
 @bp.get("/")
@@ -31,4 +33,16 @@ def save():
     except state.SiteSettingsError as exc:
         return _page(form, exc.errors, 422)
     flash("Site settings saved: the public pages show them now.", "success")
+    return redirect(url_for("site_settings.edit"), code=303)
+
+
+@bp.post("/review")
+@role_required("admin")
+def review():
+    """Turn "Require review" on or off: editors' posts then need another reviewer too."""
+    on = request.form.get("require_review") == "1"
+    posts.review.set_required(on)
+    flash("Review is required for editors' posts now: another editor or an admin approves "
+          "them." if on else "Editors publish their own posts again; contributors' posts "
+          "still need a reviewer.", "success")
     return redirect(url_for("site_settings.edit"), code=303)

@@ -28,10 +28,12 @@ def post_json(post: Post, body: bool = True) -> dict:
     return data
 
 
-def _refusal(exc: posts.PostError) -> ApiError:
+def refusal(exc: posts.PostError) -> ApiError:
     """Turn a refused change into 404, 409 (the post's state, a freeze) or 422 (a field)."""
     if isinstance(exc, posts.PostNotFound):
         return ApiError(404, "Not found", "No post has that id.")
+    if isinstance(exc, posts.NeedsReview):  # the writer's role, or the post waits in review
+        return ApiError(403, "Review required", str(exc))
     if isinstance(exc, posts.PublishingFrozen):
         row = exc.freeze
         return ApiError(409, "Publishing is frozen", str(exc), extra={"freeze": {
@@ -49,7 +51,7 @@ def _get(post_id: int) -> Post:
     try:
         return posts.get_post(post_id)
     except posts.PostNotFound as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
 
 
 @bp.get("/posts")
@@ -73,7 +75,7 @@ def get_post(post_id: int):
 
 
 @bp.post("/posts")
-@api_role("editor")
+@api_role("contributor")
 def create_post():
     """Create a draft, or a scheduled post when publish_at is given."""
     data = json_body(FIELDS)
@@ -85,12 +87,12 @@ def create_post():
     try:  # checks the text and the times together: a refusal names every bad field
         post = posts.create_post(title, slug, body, publish_at, unpublish_at)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     return created(post_json(post), url_for("api.get_post", post_id=post.id))
 
 
 @bp.patch("/posts/<int:post_id>")
-@api_role("editor")
+@api_role("contributor")
 def update_post(post_id: int):
     """Change a post's text and/or schedule; send version to refuse a stale edit (409)."""
     data = json_body(FIELDS | {"version"})
@@ -105,7 +107,7 @@ def update_post(post_id: int):
     try:
         posts.change_post(post.id, version, text, times)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
 
 
@@ -136,5 +138,5 @@ def publish_post(post_id: int):
     try:
         posts.publish_now(post_id, current_app.config["INSTANCE_NAME"], override)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
