@@ -34,7 +34,7 @@ from webapp.extensions import db
 from webapp.models import ApiToken, User, WebhookEndpoint
 
 PUBLIC, SIGNED_IN, BEARER = "public", "signed-in", "bearer token only"
-ROLES = [None, "viewer", "editor", "admin"]  # None: anonymous
+ROLES = [None, "viewer", "contributor", "editor", "admin"]  # None: anonymous
 
 # (endpoint, method) or endpoint -> the least that may use it
 EXPECTED = {
@@ -53,9 +53,10 @@ EXPECTED = {
     "passkeys.step_up_options": SIGNED_IN, "passkeys.step_up": SIGNED_IN,
     "passkeys.confirm": SIGNED_IN,
     "dashboard.index": "viewer", "dashboard.live": "viewer",
-    "posts.index": "editor", "posts.rows": "editor", "posts.new": "editor",
-    "posts.edit": "editor", "posts.panel": "editor", "posts.preview": "editor",
-    "posts.when": "editor", "posts.schedule": "editor", "posts.unpublish_time": "editor",
+    "posts.index": "contributor", "posts.rows": "contributor", "posts.new": "contributor",
+    "posts.edit": "contributor", "posts.panel": "contributor", "posts.preview": "contributor",
+    "posts.when": "contributor", "posts.submit": "contributor", "posts.approve": "editor",
+    "posts.send_back": "editor", "posts.schedule": "editor", "posts.unpublish_time": "editor",
     "posts.unschedule": "editor", "posts.publish": "editor", "posts.unpublish": "editor",
     "previews.create": "editor", "previews.revoke": "editor", "previews.show": PUBLIC,
     "calendar.index": "editor", "calendar.move": "editor",
@@ -77,7 +78,7 @@ EXPECTED = {
     "webhooks.index": "admin", "webhooks.create": "admin", "webhooks.switch": "admin",
     "webhooks.delete": "admin", "webhooks.redeliver": "admin", "webhooks.send_test": "admin",
     "metrics.index": BEARER,
-    "site_settings.edit": "admin", "site_settings.save": "admin",
+    "site_settings.edit": "admin", "site_settings.save": "admin", "site_settings.review": "admin",
     "media.index": "editor", "media.upload": "editor", "media.delete": "editor",
     "media_files.serve": PUBLIC,
 }
@@ -195,7 +196,7 @@ def test_the_menu_shows_each_role_the_pages_it_may_open_and_no_other(open_app, r
         pages = {url_for(endpoint) for endpoint, _label, _role in menu(open_app)}
     opens = {url for url in pages if client.get(url).status_code == 200}
     assert shown == opens
-    assert len(shown) == {"viewer": 2, "editor": 7, "admin": len(pages)}[role]
+    assert len(shown) == {"viewer": 2, "contributor": 3, "editor": 7, "admin": len(pages)}[role]
 
 
 @pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])

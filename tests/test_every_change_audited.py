@@ -37,6 +37,7 @@ from webapp.models import (
     AuditEvent,
     OutboxEvent,
     Passkey,
+    PostReview,
     ScheduledChange,
     User,
     WebhookDelivery,
@@ -193,6 +194,17 @@ def _scheduled_change(w: World, cancel: bool = False):
                                                  "change_id": change_id})
 
 
+def _in_review(w: World) -> int:
+    """A post another editor submitted for review; return its id."""
+    pid = w.post()
+    writer = add_user(w.app, "writer@example.com", "contributor")
+    with w.app.app_context():
+        db.session.add(PostReview(post_id=pid, state="in_review", author_id=writer,
+                                  author="writer@example.com", submitted_at=utcnow()))
+        db.session.commit()
+    return pid
+
+
 def _revoke_preview(w: World):
     pid = w.post()
     with w.app.app_context():
@@ -294,6 +306,15 @@ CASES = [
          "post.publish", "“Hello”"),
     Case("posts.unpublish", "editor", lambda w: w.form(
         f"/admin/posts/{w.post('published')}/unpublish"), "post.unpublish", "“Hello”"),
+    # review
+    Case("posts.submit", "editor", lambda w: w.form(f"/admin/posts/{w.post()}/submit", {
+        "version": 1}), "post.submit", "“Hello”"),
+    Case("posts.approve", "editor", lambda w: w.form(f"/admin/posts/{_in_review(w)}/approve", {
+        "publish_at": FUTURE, "zone": "UTC", "version": 1}), "post.approve", "“Hello”"),
+    Case("posts.approve", "editor", lambda w: w.form(f"/admin/posts/{_in_review(w)}/approve", {
+        "now": "1", "zone": "UTC", "version": 1}), "post.approve", "“Hello”"),
+    Case("posts.send_back", "editor", lambda w: w.form(f"/admin/posts/{_in_review(w)}/return", {
+        "note": "Shorter, please.", "version": 1}), "post.return", "“Hello”"),
     Case("revisions.restore", "editor", _restore, "post.restore", "“Hello”"),
     Case("revisions.change", "editor", lambda w: w.form(
         f"/admin/posts/{w.post('published')}/change", {
@@ -377,6 +398,8 @@ CASES = [
          "media.delete", "media 1"),
     Case("site_settings.save", "admin", lambda w: w.form("/admin/site/", {
         "name": "Harbour News", "description": "From the quay"}), "site.settings", "site"),
+    Case("site_settings.review", "admin", lambda w: w.form("/admin/site/review", {
+        "require_review": "1"}), "site.review", "site"),
     # one's own account
     Case("auth.login", "editor", _sign_in, "session.start", "editor@example.com", 302),
     Case("auth.second_factor", "editor", _sign_in_with_a_code, "session.start",
@@ -415,6 +438,13 @@ CASES = [
         "publish_at": "2031-01-15T09:30:00Z"}), "post.schedule", "“Hello”", 200),
     Case("api.publish_post", "editor", lambda w: w.call(
         "POST", f"/api/posts/{w.post()}/publish"), "post.publish", "“Hello”", 200),
+    Case("api.submit_post", "editor", lambda w: w.call(
+        "POST", f"/api/posts/{w.post()}/submit"), "post.submit", "“Hello”", 200),
+    Case("api.approve_post", "editor", lambda w: w.call(
+        "POST", f"/api/posts/{_in_review(w)}/approve"), "post.approve", "“Hello”", 200),
+    Case("api.return_post", "editor", lambda w: w.call(
+        "POST", f"/api/posts/{_in_review(w)}/return", {"note": "No."}), "post.return",
+         "“Hello”", 200),
     Case("api.create_webhook", "admin", lambda w: w.call("POST", "/api/webhooks", {
         "url": "http://127.0.0.1:9/hook", "events": ["post.published"]}), "webhook.create",
          "webhook 1", 201),

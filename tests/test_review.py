@@ -18,7 +18,7 @@ from tests.harness.support import (
     post_form,
     text,
 )
-from tests.test_webhook_urls import allowed_app as allowed_app_fixture  # noqa: F401
+from tests.test_webhook_urls import allowed_app  # noqa: F401 (the fixture)
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import AuditEvent, OutboxEvent, Post, PostReview, User
@@ -221,7 +221,7 @@ def test_the_review_api_submits_lists_returns_and_approves(app, api):
                                         "post.submit", "post.approve"]
 
 
-def test_each_step_reaches_a_webhook_with_its_payload(allowed_app, receiver):
+def test_each_step_reaches_a_webhook_with_its_payload(allowed_app, receiver):  # noqa: F811
     hook_app = allowed_app
     create_webhook(receiver.url, ["post.submitted", "post.returned", "post.approved"],
                    "s3cret-for-the-receiver-only")
