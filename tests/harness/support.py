@@ -46,6 +46,7 @@ from webapp.models import (
     LeaderEvent,
     LeaderState,
     Post,
+    PostReview,
     ScheduledChange,
     User,
     WebhookDelivery,
@@ -390,8 +391,8 @@ class WebSession:
 
 # Every page, for the browser tests ---------------------------------------------------------
 
-ROLES = ("viewer", "editor", "admin")
-RANK = {None: 0, "viewer": 1, "editor": 2, "admin": 3}
+ROLES = ("viewer", "contributor", "editor", "admin")
+RANK = {None: 0, "viewer": 1, "contributor": 2, "editor": 3, "admin": 4}
 
 
 def seed_site(app) -> dict:
@@ -405,7 +406,8 @@ def seed_site(app) -> dict:
     now = datetime.now(UTC)
     post_id = new_post(app, "Hello", status="published", published_at=now)
     soon = new_post(app, "Soon", status="scheduled", publish_at=now + timedelta(days=1))
-    new_post(app, "Gone", status="unpublished", published_at=now - timedelta(days=1))
+    gone = new_post(app, "Gone", status="unpublished", published_at=now - timedelta(days=1))
+    pitch = new_post(app, "Pitch")  # a contributor's, in review; Gone was sent back
     seed_webhooks(app)
     with app.app_context():
         sitemap.rebuild(now)
@@ -418,6 +420,12 @@ def seed_site(app) -> dict:
         db.session.add(ScheduledChange(post_id=post_id, title="Hello", body="Some new *text*.",
                                        apply_at=now + timedelta(days=2), base_version=1,
                                        base_digest="", author="editor@example.com"))
+        writer = db.session.scalar(sa.select(User.id).where(User.role == "contributor"))
+        db.session.add_all([PostReview(post_id=pitch, state="in_review", author_id=writer,
+                                       author="contributor@example.com", submitted_at=now),
+                            PostReview(post_id=gone, state="changes_requested",
+                                       author_id=writer, author="contributor@example.com",
+                                       reviewer="editor@example.com", note="Say when.")])
         db.session.commit()
     admin = AuthActions(app.test_client()).client("admin")
     created = post_form(admin, "/admin/timers/new", TIMER)
@@ -425,7 +433,7 @@ def seed_site(app) -> dict:
     with app.app_context():  # a link to the scheduled post, for its page and its preview
         preview = "/preview/" + create_link(soon, 7, None)[1]
     return {"post": post_id, "timer": created.headers["Location"].rstrip("/"), "soon": soon,
-            "preview": preview, "revision": first}
+            "preview": preview, "revision": first, "pitch": pitch, "gone": gone}
 
 
 def seed_webhooks(app) -> None:
@@ -495,8 +503,11 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/login", None), ("/no-such-page", None), (site["preview"], None),
         ("/admin/", "viewer"), ("/status/", "viewer"), ("/settings", "viewer"),
         ("/settings/two-factor/", "viewer"), ("/settings/passkeys", "viewer"),
-        ("/admin/posts/", "editor"), ("/admin/posts/new", "editor"),
-        (f"/admin/posts/{site['post']}", "editor"), (f"/admin/posts/{site['soon']}", "editor"),
+        ("/admin/posts/", "contributor"), ("/admin/posts/new", "contributor"),
+        (f"/admin/posts/{site['post']}", "contributor"),
+        (f"/admin/posts/{site['soon']}", "contributor"),
+        (f"/admin/posts/{site['pitch']}", "contributor"),  # in review: approve or send back
+        (f"/admin/posts/{site['gone']}", "contributor"),  # sent back: the note
         ("/admin/timers/", "editor"),
         (f"/admin/posts/{site['post']}/history", "editor"),
         (f"/admin/posts/{site['post']}/history/{site['revision']}", "editor"),
