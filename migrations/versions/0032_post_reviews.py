@@ -37,9 +37,12 @@ def upgrade():
         sa.ForeignKeyConstraint(['author_id'], ['users.id'], ondelete='SET NULL'),
         sa.ForeignKeyConstraint(['reviewer_id'], ['users.id'], ondelete='SET NULL'),
         sa.PrimaryKeyConstraint('post_id'),
+        if_not_exists=True,
     )
-    op.create_index('ix_post_reviews_state', 'post_reviews', ['state'], unique=False)
-    op.create_index('ix_post_reviews_author_id', 'post_reviews', ['author_id'], unique=False)
+    op.create_index('ix_post_reviews_state', 'post_reviews', ['state'], unique=False,
+                    if_not_exists=True)
+    op.create_index('ix_post_reviews_author_id', 'post_reviews', ['author_id'], unique=False,
+                    if_not_exists=True)
     steps.add_columns('site_state', sa.Column('require_review', sa.Boolean(), nullable=False,
                                               server_default=sa.false()))
 
