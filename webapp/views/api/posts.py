@@ -1,9 +1,9 @@
-"""Serve the posts endpoints of the JSON API."""
+"""Serve the posts endpoints of the JSON API, review's included."""
 
 from flask import current_app, g, jsonify, request, url_for
 
 from ... import posts
-from ...models import Post
+from ...models import Post, PostReview
 from ...timefmt import iso
 from .auth import api_role
 from .blueprint import bp
@@ -28,7 +28,7 @@ def post_json(post: Post, body: bool = True) -> dict:
     return data
 
 
-def refusal(exc: posts.PostError) -> ApiError:
+def _refusal(exc: posts.PostError) -> ApiError:
     """Turn a refused change into 404, 409 (the post's state, a freeze) or 422 (a field)."""
     if isinstance(exc, posts.PostNotFound):
         return ApiError(404, "Not found", "No post has that id.")
@@ -51,7 +51,7 @@ def _get(post_id: int) -> Post:
     try:
         return posts.get_post(post_id)
     except posts.PostNotFound as exc:
-        raise refusal(exc) from None
+        raise _refusal(exc) from None
 
 
 @bp.get("/posts")
@@ -87,7 +87,7 @@ def create_post():
     try:  # checks the text and the times together: a refusal names every bad field
         post = posts.create_post(title, slug, body, publish_at, unpublish_at)
     except posts.PostError as exc:
-        raise refusal(exc) from None
+        raise _refusal(exc) from None
     return created(post_json(post), url_for("api.get_post", post_id=post.id))
 
 
@@ -107,7 +107,7 @@ def update_post(post_id: int):
     try:
         posts.change_post(post.id, version, text, times)
     except posts.PostError as exc:
-        raise refusal(exc) from None
+        raise _refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
 
 
@@ -138,5 +138,77 @@ def publish_post(post_id: int):
     try:
         posts.publish_now(post_id, current_app.config["INSTANCE_NAME"], override)
     except posts.PostError as exc:
-        raise refusal(exc) from None
+        raise _refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
+
+
+# -- review ------------------------------------------------------------------------------
+
+def review_json(row: PostReview) -> dict:
+    """Return a post's place in review as the API shows it."""
+    return {"post_id": row.post_id, "state": row.state, "author": row.author,
+            "submitted_at": iso(row.submitted_at), "reviewer": row.reviewer,
+            "reviewed_at": iso(row.reviewed_at), "note": row.note}
+
+
+def _version(data: dict, post_id: int) -> int:
+    """Return the version sent (the post's own when left out: no stale check)."""
+    version = data.get("version")
+    if version is None:
+        return _get(post_id).version
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise invalid("version", "must be a whole number")
+    return version
+
+
+def _body(allowed: set[str]) -> dict:
+    return json_body(allowed) if request.get_data(cache=True) else {}
+
+
+@bp.get("/reviews")
+@api_role("editor")
+def list_reviews():
+    """List the posts waiting for review, first submitted first (100 at most)."""
+    return jsonify(reviews=[{**review_json(row), "post": post_json(post, body=False)}
+                            for row, post in posts.review.awaiting()])
+
+
+@bp.post("/posts/<int:post_id>/submit")
+@api_role("contributor")
+def submit_post(post_id: int):
+    """Submit a post for review; answer its place in review."""
+    data = _body({"version"})
+    try:
+        row = posts.review.submit(post_id, _version(data, post_id))
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    return jsonify(review_json(row))
+
+
+@bp.post("/posts/<int:post_id>/approve")
+@api_role("editor")
+def approve_post(post_id: int):
+    """Approve a post in review: scheduled for publish_at, or published now without one."""
+    data = _body({"version", "publish_at"})
+    publish_at = time_field(data, "publish_at")
+    try:
+        posts.review.approve(post_id, _version(data, post_id), publish_at,
+                             current_app.config["INSTANCE_NAME"])
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    return jsonify(post_json(_get(post_id)))
+
+
+@bp.post("/posts/<int:post_id>/return")
+@api_role("editor")
+def return_post(post_id: int):
+    """Send a post in review back to its writer with a note; answer its place in review."""
+    data = _body({"version", "note"})
+    note = text_field(data, "note", required=True)
+    try:
+        row = posts.review.send_back(post_id, _version(data, post_id), note)
+    except posts.PostError as exc:
+        raise _refusal(exc) from None
+    return jsonify(review_json(row))
+
+
