@@ -16,6 +16,8 @@ from tests.harness.support import (
     field_error,
     new_post,
     post_form,
+    serve,
+    sign_in_page,
     text,
 )
 from tests.test_webhook_urls import allowed_app  # noqa: F401 (the fixture)
@@ -247,3 +249,39 @@ def test_each_step_reaches_a_webhook_with_its_payload(allowed_app, receiver):  #
                                                                 "editor@example.com")
     assert sent[3]["data"]["publish_at"] == "2031-01-15T09:30:00+00:00"
     assert len({body["event_id"] for body in sent}) == 4
+
+
+def test_in_chromium_a_contributor_submits_and_an_editor_approves(browser, app):
+    from playwright.sync_api import expect
+
+    add_user(app, "writer@example.com", "contributor")
+    add_user(app, "editor@example.com", "editor")
+    with serve(app) as url:
+        writer_context = browser.new_context(base_url=url)
+        editor_context = browser.new_context(base_url=url)
+        try:
+            writer, editor = writer_context.new_page(), editor_context.new_page()
+            sign_in_page(writer, "writer@example.com")
+            writer.goto("/admin/posts/new")
+            assert writer.locator("#f-publish_at").count() == 0  # the reviewer picks the time
+            writer.fill("#f-title", "Night ferry")
+            writer.fill("#f-body", "Leaves at ten.")
+            writer.click("#content-form button.primary")
+            writer.wait_for_url("**/admin/posts/*")
+            writer.fill("#f-body", "Leaves at ten, from pier 2.")  # typed, not saved
+            writer.click("text=Submit for review")
+            expect(writer.locator("#review-state")).to_have_text("In review")
+            expect(writer.locator("#f-body")).to_have_value("Leaves at ten, from pier 2.")
+
+            sign_in_page(editor, "editor@example.com")
+            editor.goto("/admin/posts/?review=in_review")
+            editor.click("text=Night ferry")
+            editor.on("dialog", lambda dialog: dialog.accept())
+            editor.click("text=Approve and publish now")
+            expect(editor.locator("#post-status")).to_have_text("published")
+            # the writer's open page follows on its own (the panel asks every 2 s)
+            expect(writer.locator("#post-status")).to_have_text("published", timeout=6000)
+            expect(writer.locator("#review-state")).to_have_text("Approved")
+        finally:
+            writer_context.close()
+            editor_context.close()
