@@ -285,3 +285,15 @@ def test_in_chromium_a_contributor_submits_and_an_editor_approves(browser, app):
         finally:
             writer_context.close()
             editor_context.close()
+
+
+def test_a_post_an_editor_publishes_themselves_leaves_the_review_tabs(app, people):
+    contributor, editor = people["contributor"], people["editor"]
+    post_id = write(contributor)
+    post_form(contributor, f"/admin/posts/{post_id}/submit", {"version": 1})
+    post_form(editor, f"/admin/posts/{post_id}/return", {"version": 2, "note": "Shorter."})
+    assert "Changes requested <span class=\"count\">1</span>" in text(editor.get("/admin/posts/"))
+    assert post_form(editor, f"/admin/posts/{post_id}/publish").status_code == 303
+    listed = text(editor.get("/admin/posts/"))
+    assert "Changes requested <span class=\"count\">0</span>" in listed
+    assert "Shorter." not in text(contributor.get(f"/admin/posts/{post_id}"))

@@ -39,7 +39,7 @@ def list_posts(status: str | None, query: str, before: int | None, after: int | 
         stmt = stmt.where(Post.status == status)
     if review:
         stmt = stmt.join(PostReview, PostReview.post_id == Post.id).where(
-            PostReview.state == review)
+            PostReview.state == review, Post.status.in_(("draft", "unpublished")))
     if query:
         stmt = stmt.where(Post.title.ilike(_like(query), escape="\\"))
     if after is not None and before is None:

@@ -127,18 +127,22 @@ def awaiting(limit: int = 100) -> Sequence[sa.Row]:
         .order_by(PostReview.submitted_at, Post.id).limit(limit)).all()
 
 
-def states(post_ids: list[int]) -> dict[int, str]:
-    """Return the review state of each of post_ids that was ever in review."""
-    if not post_ids:
+def states(posts: list[Post]) -> dict[int, str]:
+    """Return the review state of each of posts waiting in review or sent back."""
+    ids = [post.id for post in posts if post.status in SUBMITTABLE]
+    if not ids:
         return {}
     return dict(db.session.execute(sa.select(PostReview.post_id, PostReview.state)
-                                   .where(PostReview.post_id.in_(post_ids))).all())
+                                   .where(PostReview.post_id.in_(ids),
+                                          PostReview.state.in_(FILTERS))).all())
 
 
 def counts() -> dict[str, int]:
-    """Return how many posts are in each of the list's review filters."""
+    """Return how many posts are in each of the list's review filters (a post a reviewer
+    put on the site themselves is out of them)."""
     found = dict(db.session.execute(
-        sa.select(PostReview.state, sa.func.count()).where(PostReview.state.in_(FILTERS))
+        sa.select(PostReview.state, sa.func.count()).join(Post, Post.id == PostReview.post_id)
+        .where(PostReview.state.in_(FILTERS), Post.status.in_(SUBMITTABLE))
         .group_by(PostReview.state)).all())
     return {state: found.get(state, 0) for state in FILTERS}
 

@@ -45,7 +45,7 @@ def _list_page(args: dict) -> dict:
     """Return what the list and its tabs show: a page of posts, with their review states."""
     page = posts.list_posts(**args)
     return {"page": page, "args": args, "counts": _tab_counts(posts.status_counts()),
-            "statuses": Post.STATUSES, "reviews": posts.review.states([p.id for p in page.posts]),
+            "statuses": Post.STATUSES, "reviews": posts.review.states(page.posts),
             "review_counts": posts.review.counts(), "review_labels": posts.review.LABELS}
 
 
