@@ -178,6 +178,8 @@ def test_require_review_holds_an_editors_post_for_another_reviewer(app, people):
     assert refused.status_code == 403 and state(app, post_id) == ("draft", None, 1)
     assert post_form(editor, f"/admin/posts/{post_id}/submit", {"version": 1}).status_code \
         == 303
+    page = text(editor.get(f"/admin/posts/{post_id}"))
+    assert "Approve and schedule" not in page and "Another editor or an admin approves" in page
     own = post_form(editor, f"/admin/posts/{post_id}/approve", {"version": 2, "now": "1",
                                                                 "zone": "UTC"})
     assert own.status_code == 422 and "Another reviewer" in text(own)
