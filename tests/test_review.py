@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from tests.harness.cluster import wait_for
 from tests.harness.support import (
     Api,
+    AuthActions,
     add_user,
     field_error,
     new_post,
@@ -299,3 +300,18 @@ def test_a_post_an_editor_publishes_themselves_leaves_the_review_tabs(app, peopl
     listed = text(editor.get("/admin/posts/"))
     assert "Changes requested <span class=\"count\">0</span>" in listed
     assert "Shorter." not in text(contributor.get(f"/admin/posts/{post_id}"))
+
+
+def test_review_works_on_sqlite_too(sqlite_app):
+    auth = AuthActions(sqlite_app.test_client())
+    contributor, editor = auth.client("contributor"), auth.client("editor")
+    post_id = write(contributor)
+    assert post_form(contributor, f"/admin/posts/{post_id}/submit", {"version": 1}
+                     ).status_code == 303
+    assert post_form(editor, f"/admin/posts/{post_id}/approve", {
+        "version": 2, "now": "1", "zone": "UTC"}).status_code == 303
+    assert state(sqlite_app, post_id) == ("published", "approved", 3)
+    admin = auth.client("admin")
+    assert post_form(admin, "/admin/site/review", {"require_review": "1"}).status_code == 303
+    assert post_form(editor, f"/admin/posts/{new_post(sqlite_app, 'Tide')}/publish"
+                     ).status_code == 403
