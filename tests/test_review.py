@@ -25,6 +25,7 @@ from tests.test_webhook_urls import allowed_app  # noqa: F401 (the fixture)
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
 from webapp.models import AuditEvent, OutboxEvent, Post, PostReview, User
+from webapp.ops import alerts
 from webapp.plugins.endpoints import create_webhook
 from webapp.scheduling import plugin_tick, publish
 
@@ -252,6 +253,9 @@ def test_each_step_reaches_a_webhook_with_its_payload(allowed_app, receiver):  #
                                                                 "editor@example.com")
     assert sent[3]["data"]["publish_at"] == "2031-01-15T09:30:00+00:00"
     assert len({body["event_id"] for body in sent}) == 4
+    # a Slack endpoint reads the same steps in words
+    assert alerts.text("post.returned", sent[1]["data"]) == (
+        "[Soloist] Sent back by editor@example.com: “Lighthouse”: A photo, please.")
 
 
 def test_in_chromium_a_contributor_submits_and_an_editor_approves(browser, app):
