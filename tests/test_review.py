@@ -189,6 +189,8 @@ def test_require_review_holds_an_editors_post_for_another_reviewer(app, people):
     assert post_form(other, f"/admin/posts/{post_id}/approve", {
         "version": 2, "now": "1", "zone": "UTC"}).status_code == 303
     assert state(app, post_id) == ("published", "approved", 3)
+    live = text(editor.get(f"/admin/posts/{post_id}"))  # taking it down stays theirs
+    assert "Unpublish now" in live and "Save unpublish time" in live
     # an admin's own post goes out as before
     theirs = new_post(app, "Admin's note", slug="admins-note")
     assert post_form(admin, f"/admin/posts/{theirs}/publish").status_code == 303
