@@ -3,6 +3,7 @@
 Bad input gets a message next to its field, keeps what was typed and changes nothing.
 """
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -509,7 +510,11 @@ def test_editors_read_the_publish_leader_in_words_and_a_freeze_instead_of_late(a
         "scope": "publishing", "reason": "legal review", "on_resume": "hold"}).status_code == 303
     page = text(editor.get("/admin/"))
     assert "Late:" not in page and "Held by the freeze: 1 post past its publish time" in page
-    assert "Publishing is paused by" in summary() and "legal review" in summary()
+    # the freeze said once, in sentences: not in the summary, the banner and the list again
+    assert "leader-summary" not in editor.get("/admin/live").text
+    assert page.count("legal review") == 1 and page.count("On resume") == 1
+    words = " ".join(re.sub(r"<[^>]+>", "", page).split())
+    assert "Publishing paused by admin" in words and "legal review. On resume, posts" in words
 
 
 # Edges -----------------------------------------------------------------------------------
