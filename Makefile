@@ -33,12 +33,17 @@ $(SECRET_FILE):
 	chmod 600 $(SECRET_FILE)
 
 ## Run Soloist on the embedded SQLite database (or $$DATABASE_URL), port $$PORT or 8000.
+# The server starts first; once it answers, ensure-admin prints the address to open and the
+# first admin's one-time password in a box, last, not above the server's own lines.
 run: install $(SECRET_FILE)
 	export SECRET_KEY="$${SECRET_KEY:-$$(cat $(SECRET_FILE))}"; \
 	export SITE_URL="$${SITE_URL:-http://localhost:$${PORT:-8000}}"; \
-	$(BIN)/flask --app webapp db upgrade && \
-	$(BIN)/flask --app webapp ensure-admin && \
-	exec $(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"
+	$(BIN)/flask --app webapp db upgrade || exit 1; \
+	$(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()" & server=$$!; \
+	trap 'kill -TERM $$server 2>/dev/null' INT TERM; \
+	$(BIN)/flask --app webapp ensure-admin --url "http://localhost:$${PORT:-8000}" \
+		--pid $$server || kill -TERM $$server 2>/dev/null; \
+	wait $$server; wait $$server 2>/dev/null
 
 # Debian packages the tests drive for real: PgBouncer and headless Chromium (root only).
 system-deps:
