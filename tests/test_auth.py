@@ -505,20 +505,14 @@ def test_ensure_admin_into_a_log_makes_no_admin_and_says_how_to(app, runner):
     assert "exists already" in again.output
 
 
-def test_ensure_admin_beside_a_starting_server_prints_once_it_answers(app, runner, site):
-    """`make run`: --url waits for the server, so the box comes after the server's own
-    lines; a server that ended first makes no admin and says to look above."""
-    import subprocess
-
-    ended = subprocess.Popen(["true"])
-    ended.wait()
+def test_ensure_admin_names_the_running_server_make_run_waited_for(app, runner):
+    """`make run` starts the server, waits until it answers, then passes its address."""
     with app.app_context():
-        dead = runner.invoke(args=["ensure-admin", "--print-password", "--url",
-                                   "http://127.0.0.1:9", "--pid", str(ended.pid)])
-        assert dead.exit_code == 1 and "did not answer" in dead.output and not boxed(dead.output)
-        up = runner.invoke(args=["ensure-admin", "--url", site["url"] + "/"])
-    assert up.exit_code == 0 and boxed(up.output) == [
-        f"Soloist is running: open {site['url']}/login"]
+        printed = runner.invoke(args=["ensure-admin", "--print-password",
+                                      "--url", "http://localhost:8000/"])
+    box = boxed(printed.output)
+    assert printed.exit_code == 0 and box[0] == "Soloist is running: open http://localhost:8000/login"
+    assert box[2].startswith("One-time password: ") and printed.output.rstrip().endswith("┘")
 
 
 def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(client, auth):

@@ -63,35 +63,25 @@ def migrations(directory: str | None, x_arg: tuple[str, ...]) -> None:
     g.directory, g.x_arg = directory, x_arg  # as Flask-Migrate's own group does
 
 
-UP_SECONDS = 60  # how long ensure-admin --url waits for a server starting beside it
-
-
 @click.command("ensure-admin")
 @click.option("--email", default="admin@example.com", show_default=True)
 @click.option("--print-password", is_flag=True,
               help="Print the one-time password even when the output is no terminal.")
 @click.option("--url", default=None, metavar="URL",
-              help="The address to open (default SITE_URL); wait until it answers, up to "
-                   f"{UP_SECONDS} s, so this is the last thing a starting server prints.")
-@click.option("--pid", type=int, default=None, help="With --url: the starting server's "
-              "process; if it ends first, stop (no admin is made).")
-def ensure_admin(email: str, print_password: bool, url: str | None, pid: int | None) -> None:
+              help="The address of a server that answers now (make run waits for it): "
+                   "'Soloist is running: open URL/login'. Default: 'Sign in at SITE_URL'.")
+def ensure_admin(email: str, print_password: bool, url: str | None) -> None:
     """Create an admin user if there is none, printing its one-time password in a terminal.
 
     The password is shown once and only opens the page that sets a new one. Where the
     output is no terminal (a deploy log such as Heroku's postdeploy, a CI log, a pipe),
     whoever reads the log later could sign in first: no admin is made there, and the
     output says how to make one from a terminal (or --print-password says print anyway).
-    Either way the output ends with a box: the address to open, and the password if made.
+    Either way the output ends with a box: where to sign in, and the password if made.
     """
-    where = ""
-    if url:  # a server is starting beside this command: print after its own lines
-        url = url.rstrip("/")
-        where = f"Soloist is running: open {url}/login"
-        if not _wait_until_up(url, pid):
-            raise click.ClickException(f"{url} did not answer: see the server's output above.")
-    elif current_app.config.get("SITE_URL"):
-        where = f"Sign in at {current_app.config['SITE_URL'].rstrip('/')}/login"
+    site = current_app.config.get("SITE_URL")
+    where = (f"Soloist is running: open {url.rstrip('/')}/login" if url else
+             f"Sign in at {site.rstrip('/')}/login" if site else "")
     exists = db.session.scalar(sa.select(User.id).where(User.role == "admin").limit(1))
     if exists is not None:
         click.echo("An admin user exists already.")
@@ -122,42 +112,6 @@ def _box(where: str, lines: list[str]) -> None:
     for line in lines:
         click.echo(f"│ {line.ljust(width)} │")
     click.echo("└─" + "─" * width + "─┘")
-
-
-def _wait_until_up(url: str, pid: int | None) -> bool:
-    """Wait until url/healthz answers (a server starting beside this command); False when
-    the server's process pid ends first or UP_SECONDS pass."""
-    import time
-    import urllib.error
-    import urllib.request
-
-    deadline = time.monotonic() + UP_SECONDS
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=2):
-                return True
-        except urllib.error.HTTPError:  # it answers, whatever it says
-            return True
-        except OSError:
-            if pid is not None and not _alive(pid):
-                return False
-            time.sleep(0.2)  # polling a server that is still starting
-    return False
-
-
-def _alive(pid: int) -> bool:
-    """Return whether process pid runs: an ended child the shell has not reaped yet is a
-    zombie, which kill(pid, 0) still finds (Linux's /proc tells)."""
-    import os
-
-    try:
-        os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except ProcessLookupError:
-        return False
-    except OSError:  # no /proc (macOS): kill's answer stands
-        return True
 
 
 NO_TERMINAL = (
