@@ -33,12 +33,23 @@ $(SECRET_FILE):
 	chmod 600 $(SECRET_FILE)
 
 ## Run Soloist on the embedded SQLite database (or $$DATABASE_URL), port $$PORT or 8000.
+# The server starts first; once it answers (or within 60 s; a server that stops stops
+# this), ensure-admin prints the address to open and the first admin's one-time password in
+# a box: last, below the migrations' and the server's own lines.
 run: install $(SECRET_FILE)
 	export SECRET_KEY="$${SECRET_KEY:-$$(cat $(SECRET_FILE))}"; \
 	export SITE_URL="$${SITE_URL:-http://localhost:$${PORT:-8000}}"; \
-	$(BIN)/flask --app webapp db upgrade && \
-	$(BIN)/flask --app webapp ensure-admin && \
-	exec $(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()"
+	address="http://localhost:$${PORT:-8000}"; \
+	$(BIN)/flask --app webapp db upgrade || exit 1; \
+	$(BIN)/gunicorn -c webapp/gunicorn_conf.py "webapp:create_app()" & server=$$!; \
+	trap 'kill -TERM $$server 2>/dev/null' INT TERM; \
+	tries=0; until $(BIN)/python -c "import urllib.request as r; \
+		r.urlopen('$$address/healthz', timeout=5)" 2>/dev/null; do \
+		kill -0 $$server 2>/dev/null || exit 1; \
+		tries=$$((tries + 1)); [ $$tries -lt 200 ] || break; sleep 0.3; \
+	done; \
+	$(BIN)/flask --app webapp ensure-admin --url "$$address"; \
+	wait $$server; wait $$server 2>/dev/null
 
 # Debian packages the tests drive for real: PgBouncer and headless Chromium (root only).
 system-deps:

@@ -312,3 +312,19 @@ def test_nobody_keeps_the_audit_log_under_thirty_days(app, auth):
     [event] = [e for e in _events(app) if e.action == "timer.edit"]
     before, after = json.loads(event.detail)["params"]
     assert (before.get("audit_days"), after["audit_days"]) == (None, 400)
+
+
+def test_the_page_says_sizes_and_times_as_people_write_them(app, auth):
+    """"body: 1 character", and a moment in a detail in the viewer's zone like the When
+    column, never a raw ISO stamp (issue 37, finding 8)."""
+    with app.app_context():
+        db.session.add(AuditEvent(
+            at=datetime(2026, 12, 3, 23, 5, tzinfo=UTC), actor="ed@example.com", via="web",
+            address="192.0.2.1", action="post.schedule", target="post 1 “Hello”",
+            detail=json.dumps({"body": [audit.text_size("xy"), audit.text_size("x")],
+                               "publish_at": [None, "2026-12-03T23:04:30.677213+00:00"]})))
+        db.session.commit()
+    page = text(auth.client("admin", timezone="Europe/Paris").get("/admin/audit/"))
+    cell = page.split('class="audit-detail">')[1].split("</td>")[0]
+    assert re.findall(r"<div>(.*?)</div>", re.sub(r"</?span[^>]*>", "", cell)) == [
+        "body: 2 characters → 1 character", "publish_at: — → Fri 4 Dec, 00:04:30 Paris time"]

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from tests.harness.support import PASSWORD, add_user, make_app, post_form, text
 from webapp.config import load_config
 from webapp.extensions import db
-from webapp.models import LoginFailure, User, utcnow
+from webapp.models import LoginFailure, Post, User, utcnow
 
 # Signing in ----------------------------------------------------------------------------
 
@@ -455,13 +455,40 @@ def in_a_terminal(url: str, *args: str) -> str:
     return output.decode()
 
 
-def test_ensure_admin_on_a_terminal_shows_a_password_that_only_sets_a_new_one(app, pg_url, auth):
-    printed = in_a_terminal(pg_url, "ensure-admin", "--email", "root@example.com")
-    password = printed.split("with password: ")[1].split()[0]
+def boxed(printed: str) -> list[str]:
+    """Return the lines of the box that ends a command's output (none: [])."""
+    lines = [line.strip() for line in printed.strip().splitlines()]
+    if not lines or not lines[-1].startswith("└"):
+        return []
+    top = max(i for i, line in enumerate(lines) if line.startswith("┌"))
+    return [line.strip("│ ") for line in lines[top + 1:-1]]
+
+
+def test_ensure_admin_on_a_terminal_ends_with_where_to_sign_in_and_a_one_time_password(
+        app, pg_url, client, auth):
+    """The last thing printed: the address and the password; signing in with it lands on
+    "Choose your password", nothing else opens until then, and it then stops working."""
+    box = boxed(in_a_terminal(pg_url, "ensure-admin", "--email", "root@example.com"))
+    assert box[:2] == ["Sign in at http://127.0.0.1/login", "Sign in as:         root@example.com"]
+    password = box[2].removeprefix("One-time password:").strip()
+    assert len(password) >= 16 and "works once" in box[3]
     response = auth.login(email="root@example.com", password=password)
     assert response.status_code == 302 and response.location.endswith("/settings")
+    assert "<h1>Choose your password</h1>" in text(client.get("/settings"))
+    for path in ("/admin/", "/admin/posts/", "/admin/users/", "/status/"):
+        assert client.get(path).location == "/settings", path
+    refused = post_form(client, "/admin/posts/new", {"title": "Early", "body": "x"})
+    assert refused.status_code == 302 and refused.location == "/settings"
+    chosen = post_form(client, "/settings", {"timezone": "UTC", "new_password": "my own at last",
+                                             "confirm_password": "my own at last"})
+    assert chosen.status_code == 303 and client.get("/admin/posts/").status_code == 200
     with app.app_context():
-        assert db.session.scalar(sa.select(User.must_change_password)) is True
+        assert db.session.scalar(sa.select(User.must_change_password)) is False
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(Post)) == 0
+    assert auth.login(email="root@example.com", password=password,
+                      client=app.test_client()).status_code == 401
+    assert auth.login(email="root@example.com", password="my own at last",
+                      client=app.test_client()).location.endswith("/admin/")
 
 
 def test_ensure_admin_into_a_log_makes_no_admin_and_says_how_to(app, runner):
@@ -472,10 +499,20 @@ def test_ensure_admin_into_a_log_makes_no_admin_and_says_how_to(app, runner):
         printed = runner.invoke(args=["ensure-admin", "--print-password"])
         assert db.session.scalar(sa.select(User.must_change_password)) is True
         again = runner.invoke(args=["ensure-admin"])
-    assert logged.exit_code == 0 and "with password" not in logged.output
+    assert logged.exit_code == 0 and "password" not in " ".join(boxed(logged.output))
     assert "heroku run flask --app webapp ensure-admin" in logged.output
-    assert printed.exit_code == 0 and "with password: " in printed.output
+    assert printed.exit_code == 0 and boxed(printed.output)[1].startswith("One-time password: ")
     assert "exists already" in again.output
+
+
+def test_ensure_admin_names_the_running_server_make_run_waited_for(app, runner):
+    """`make run` starts the server, waits until it answers, then passes its address."""
+    with app.app_context():
+        printed = runner.invoke(args=["ensure-admin", "--print-password",
+                                      "--url", "http://localhost:8000/"])
+    box = boxed(printed.output)
+    assert printed.exit_code == 0 and box[0] == "Soloist is running: open http://localhost:8000/login"
+    assert box[2].startswith("One-time password: ") and printed.output.rstrip().endswith("┘")
 
 
 def test_guessing_the_current_password_in_settings_is_limited_like_sign_in(client, auth):

@@ -25,7 +25,7 @@ TOO_WIDE = """() => {
 
 
 def test_no_page_scrolls_sideways_on_a_phone_for_any_role(browser, site):
-    wide = {}
+    wide, found = {}, {}
     for role in (None, *ROLES):
         context = browser.new_context(base_url=site["url"], viewport=PHONE, is_mobile=True,
                                       has_touch=True)
@@ -42,11 +42,35 @@ def test_no_page_scrolls_sideways_on_a_phone_for_any_role(browser, site):
                 width = page.evaluate("document.scrollingElement.scrollWidth")
                 if width > PHONE["width"]:
                     wide[(path, role)] = (width, page.evaluate(TOO_WIDE))
+                if role == "editor":
+                    found.update(phone_findings(page, path, site))
         finally:
             context.close()
     assert wide == {}, "pages wider than a 390 px phone: " + "; ".join(
         f"{path} as {role}: {width} px ({', '.join(what)})"
         for (path, role), (width, what) in wide.items())
+    assert found == {"panel top": found["panel top"], "clipped cells": []}, found
+    assert found["panel top"] < PHONE["height"], "Publication is below the first screen"
+
+
+# cells of the posts list cut off at the right: wider than their box, or past the table's
+CLIPPED = """() => {
+  const wrap = document.querySelector("#post-rows .table-wrap").getBoundingClientRect();
+  return [...document.querySelectorAll("#post-rows td")]
+    .filter((td) => td.scrollWidth > td.clientWidth + 1
+                    || td.getBoundingClientRect().right > wrap.right + 0.5)
+    .map((td) => (td.dataset.label || "?") + ": " + td.textContent.trim().slice(0, 20));
+}"""
+
+
+def phone_findings(page, path: str, site: dict) -> dict:
+    """What an editor on a phone notices on the posts list and on Edit post (finding 7)."""
+    if path == "/admin/posts/":
+        return {"clipped cells": page.evaluate(CLIPPED)}
+    if path == f"/admin/posts/{site['post']}":
+        return {"panel top": page.evaluate(
+            "document.querySelector('#panel').getBoundingClientRect().top + scrollY")}
+    return {}
 
 
 def admin_navigation(browser, site, **context) -> tuple[float, float]:
@@ -64,6 +88,23 @@ def admin_navigation(browser, site, **context) -> tuple[float, float]:
 def test_the_admin_navigation_keeps_to_one_row_on_a_wide_screen(browser, site):
     nav, link = admin_navigation(browser, site, viewport={"width": 1280, "height": 900})
     assert nav <= link * 1.8, f"the navigation wraps: {nav} px"
+
+
+def test_the_editor_is_wide_on_a_wide_screen(browser, site):
+    """At 1280 px the body field is wide enough for a ## heading on one line (finding 7)."""
+    opened = browser.new_context(base_url=site["url"], viewport={"width": 1280, "height": 900})
+    page = opened.new_page()
+    try:
+        sign_in_page(page, "editor@example.com")
+        widths = {}
+        for path in ("/admin/posts/new", f"/admin/posts/{site['post']}"):
+            page.goto(path)
+            widths[path] = page.locator("#f-body").bounding_box()["width"]
+            preview = page.locator("#preview").bounding_box()["width"]
+            assert preview >= 550, f"{path}: the preview is {preview:.0f} px wide"
+    finally:
+        opened.close()
+    assert min(widths.values()) >= 550, f"the body field is narrow: {widths}"
 
 
 def test_the_admin_navigation_takes_at_most_two_rows_on_a_phone(browser, site):

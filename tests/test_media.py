@@ -47,6 +47,23 @@ def test_an_upload_answers_the_markdown_with_its_alt_text_and_lists_the_file(app
     assert audit_actions(app)[-1] == "media.upload"
 
 
+def test_the_inserted_markdown_keeps_punctuation_as_typed_and_renders_the_alt_exactly(
+        app, editor):
+    """No stray "\\," (issue 37, finding 8); markup in the alt text stays text."""
+    from webapp.site.markdown import render
+
+    alt = "Gulls, at dawn. (Brighton) 3 o'clock: \"quiet\" & <b>x</b> ![a](b) *c* #1"
+    body = upload(editor, made.jpeg((800, 600)), alt=alt).get_json()
+    written = body["markdown"].split("](/media/")[0]
+    assert written == ("![Gulls, at dawn. (Brighton) 3 o'clock: \"quiet\" \\& \\<b\\>x\\</b\\> "
+                       "\\!\\[a\\](b) \\*c\\* #1")
+    with app.test_request_context():
+        html = str(render(body["markdown"]))
+    assert "<b>" not in html and html.count("<img") == 1
+    assert ('alt="Gulls, at dawn. (Brighton) 3 o\'clock: &quot;quiet&quot; &amp; '
+            '&lt;b&gt;x&lt;/b&gt; ![a](b) *c* #1"') in html
+
+
 def test_the_media_page_form_uploads_and_keeps_the_alt_text_when_refused(app, editor):
     refused = upload(editor, b"just text", alt="My caption", as_json=False)
     assert refused.status_code == 422

@@ -6,7 +6,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.cluster import PLUGINS_KEY, PUBLISH_KEY, holding, wait_for
-from tests.harness.support import Api, AuthActions, new_post, record_term
+from tests.harness.support import Api, AuthActions, new_post, record_term, text
 from webapp import posts
 from webapp.db import database_now
 from webapp.extensions import db
@@ -223,3 +223,22 @@ def test_a_holder_that_never_records_a_heartbeat_stops_counting_once_it_is_silen
         assert key_gauges(scrape(api), "publish")["soloist_key_has_leader"] == 1  # just taken
         wait_for(lambda: key_gauges(scrape(api), "publish")["soloist_key_has_leader"] == 0,
                  10, "the silent holder to stop counting as a leader")
+
+
+BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,text/plain;"
+                     "version=0.0.4;q=0.3,*/*;q=0.1")
+
+
+def test_a_browser_gets_a_page_saying_what_metrics_is_and_a_scraper_one_line(client):
+    """Opened in a browser, /metrics is still a 401, but a page naming Prometheus and how it
+    authenticates, not a bare line (issue 37, finding 8)."""
+    page = client.get("/metrics", headers={"Accept": BROWSER_ACCEPT})
+    assert page.status_code == 401 and page.content_type.startswith("text/html")
+    assert page.headers["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert "Metrics for Prometheus" in text(page) and "Authorization: Bearer" in text(page)
+    assert "credentials_file" in text(page)
+    for accept in (PROMETHEUS_ACCEPT, "*/*", None):
+        scraper = client.get("/metrics", headers={"Accept": accept} if accept else {})
+        assert scraper.status_code == 401 and scraper.content_type.startswith("text/plain")
+        assert text(scraper) == "Send Authorization: Bearer <METRICS_TOKEN or an API token>.\n"

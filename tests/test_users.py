@@ -3,6 +3,7 @@
 import threading
 
 import psycopg
+import pytest
 import sqlalchemy as sa
 
 from tests.harness.cluster import wait_for
@@ -212,6 +213,39 @@ def test_the_sessions_page_shows_a_browsers_name_as_it_sent_it(app, auth):
     assert signed_in.status_code == 302
     page = text(client.get("/settings"))
     assert sent in page and "Ã«" not in page
+
+
+MAC_CHROME = ("Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 "
+              "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36")
+
+
+def test_sessions_name_the_browser_as_people_say_it_with_the_header_in_a_title(app, auth):
+    """"Chrome on macOS", not a raw User-Agent header (issue 37, finding 8)."""
+    client = app.test_client()
+    assert auth.login("editor", client=client,
+                      headers={"User-Agent": MAC_CHROME}).status_code == 302
+    page = text(client.get("/settings"))
+    assert f'<span title="{MAC_CHROME}">Chrome on macOS</span>' in page
+    assert page.count(MAC_CHROME) == page.count(f'title="{MAC_CHROME}"')  # only in titles
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    (MAC_CHROME, "Chrome on macOS"),
+    ("Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, "
+     "like Gecko) Version/18.1 Mobile/15E148 Safari/604.1", "Safari on iPhone"),
+    ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+     "Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0", "Edge on Windows"),
+    ("Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+     "Firefox on Linux"),
+    ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+     "Chrome/131.0.6778.81 Mobile Safari/537.36", "Chrome on Android"),
+    ("curl/8.5.0", "curl"), ("", "—"), ("Ada's laptop", "Ada's laptop"),
+    ("x" * 60, "x" * 39 + "…"),
+])
+def test_a_browser_is_named_from_its_header(header, said):
+    from webapp.accounts.browsers import browser_name
+
+    assert browser_name(header) == said
 
 
 def test_addresses_in_one_script_are_welcome_whatever_the_script():

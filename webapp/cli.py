@@ -67,33 +67,51 @@ def migrations(directory: str | None, x_arg: tuple[str, ...]) -> None:
 @click.option("--email", default="admin@example.com", show_default=True)
 @click.option("--print-password", is_flag=True,
               help="Print the one-time password even when the output is no terminal.")
-def ensure_admin(email: str, print_password: bool) -> None:
+@click.option("--url", default=None, metavar="URL",
+              help="The address of a server that answers now (make run waits for it): "
+                   "'Soloist is running: open URL/login'. Default: 'Sign in at SITE_URL'.")
+def ensure_admin(email: str, print_password: bool, url: str | None) -> None:
     """Create an admin user if there is none, printing its one-time password in a terminal.
 
     The password is shown once and only opens the page that sets a new one. Where the
     output is no terminal (a deploy log such as Heroku's postdeploy, a CI log, a pipe),
     whoever reads the log later could sign in first: no admin is made there, and the
     output says how to make one from a terminal (or --print-password says print anyway).
+    Either way the output ends with a box: where to sign in, and the password if made.
     """
+    site = current_app.config.get("SITE_URL")
+    where = (f"Soloist is running: open {url.rstrip('/')}/login" if url else
+             f"Sign in at {site.rstrip('/')}/login" if site else "")
     exists = db.session.scalar(sa.select(User.id).where(User.role == "admin").limit(1))
     if exists is not None:
         click.echo("An admin user exists already.")
-        return
+        return _box(where, [])
     try:
         email = clean_email(email)
     except EmailError as exc:
         raise click.BadParameter(str(exc), param_hint="--email") from None
     if not (print_password or sys.stdout.isatty()):
         click.echo(NO_TERMINAL)
-        return
+        return _box(where, [])
     password = secrets.token_urlsafe(12)
     user = User(email=email, role="admin", active=True, timezone="",  # browser's at sign-in
                 must_change_password=True)
     user.set_password(password)
     _add_user(user)
-    click.echo(f"Created admin user {email} with password: {password}")
-    click.echo("This password is shown once and works once: signing in with it asks for a "
-               "new one.")
+    _box(where, [f"Sign in as:         {email}", f"One-time password:  {password}",
+               "It works once: signing in asks you to choose your own."])
+
+
+def _box(where: str, lines: list[str]) -> None:
+    """Print where to sign in and lines, last and framed."""
+    lines = [where, *lines] if where else lines
+    if not lines:
+        return
+    width = max(len(line) for line in lines)
+    click.echo("\n┌─" + "─" * width + "─┐")
+    for line in lines:
+        click.echo(f"│ {line.ljust(width)} │")
+    click.echo("└─" + "─" * width + "─┘")
 
 
 NO_TERMINAL = (

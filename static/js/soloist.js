@@ -37,15 +37,40 @@
     field.dispatchEvent(new Event("input", {bubbles: true}));
     field.focus();
   });
-  // A [data-copy="#id"] button copies that element's text (a one-time password, a link).
+  // A [data-copy="#id"] button copies that element's text or a field's value (a one-time
+  // password, a link, a secret, Markdown) and says "Copied", aloud too (a status region).
+  function copied(button, done) {
+    var status = document.getElementById("copy-status");
+    if (!status) {
+      status = document.createElement("span");
+      status.id = "copy-status"; status.className = "visually-hidden";
+      status.setAttribute("role", "status");
+      document.body.appendChild(status);
+    }
+    button.removeAttribute("aria-label");  // its words are now what it says
+    button.textContent = done ? "Copied" : "Select and copy it by hand";
+    status.textContent = done ? "Copied to the clipboard." : "Could not copy: select it by hand.";
+  }
+  function copyByHand(source, text) {  // no Clipboard API (plain http): a selection and copy
+    var field = source;
+    if (!("value" in source)) {
+      field = document.createElement("textarea"); field.value = text;
+      field.setAttribute("readonly", ""); field.className = "visually-hidden";
+      document.body.appendChild(field);
+    }
+    field.select();
+    try { return document.execCommand("copy"); } catch (e) { return false; }
+    finally { if (field !== source) { field.remove(); } }
+  }
   document.addEventListener("click", function (event) {
-    var button = event.target.closest && event.target.closest("[data-copy]"), source;
-    if (!button || !navigator.clipboard) { return; }
+    var button = event.target.closest && event.target.closest("[data-copy]"), source, text;
+    if (!button) { return; }
     source = document.querySelector(button.getAttribute("data-copy"));
     if (!source) { return; }
-    navigator.clipboard.writeText(source.textContent.trim()).then(function () {
-      button.textContent = "Copied";
-    });
+    text = ("value" in source ? source.value : source.textContent).trim();
+    if (!navigator.clipboard) { copied(button, copyByHand(source, text)); return; }
+    navigator.clipboard.writeText(text).then(function () { copied(button, true); },
+      function () { copied(button, copyByHand(source, text)); });
   });
   // Ask before a [data-confirm] button acts (delegated, so swapped-in buttons ask too).
   document.addEventListener("click", function (event) {

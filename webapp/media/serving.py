@@ -48,8 +48,11 @@ def is_address(path: str) -> bool:
 
 
 def markdown_for(sha256: str, ext: str, alt: str) -> str:
-    """Return the Markdown that shows the file, alt text escaped (no markup can get in)."""
-    escaped = re.sub(r"([!-/:-@\[-`{-~])", r"\\\1", " ".join(alt.split()))
+    """Return the Markdown that shows the file, alt text escaped (no markup can get in).
+
+    Only what Markdown would read as markup is escaped: a comma or a full stop stays as
+    typed, not "\\," in the editor's text."""
+    escaped = re.sub(r"([\\\[\]*_`<>&!~])", r"\\\1", " ".join(alt.split()))
     return f"![{escaped}]({media_path(sha256, 'orig', ext)})"
 
 

@@ -35,7 +35,7 @@ from flask_login import current_user
 
 from ..extensions import db
 from ..models import AuditEvent, User, utcnow
-from ..timefmt import iso
+from ..timefmt import iso, when
 
 # every action recorded today, for the filters' suggestions (record() takes any name)
 ACTIONS = (
@@ -143,7 +143,7 @@ def changes(before: dict, after: dict) -> dict[str, list]:
 
 def text_size(text: str) -> str:
     """Describe a long text by its size: a body is summarised, never copied into the log."""
-    return f"{len(text):,} characters"
+    return f"{len(text):,} character{'' if len(text) == 1 else 's'}"
 
 
 # -- reading the log ---------------------------------------------------------------------
@@ -243,6 +243,23 @@ def detail_lines(event: AuditEvent) -> list[tuple[str, str]]:
 
 
 def _shown(value: Any) -> str:
+    """Say a detail's value: a moment (stored as ISO 8601) in the reader's zone, like the
+    When column, never a raw stamp."""
     if value is None:
         return "—"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):
+        moment = _moment(value)
+        return value if moment is None else when(moment)
+    return json.dumps(value, ensure_ascii=False)
+
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?([+-]\d\d:\d\d|Z)")
+
+
+def _moment(text: str) -> datetime | None:
+    if not STAMP.fullmatch(text):
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None

@@ -16,6 +16,7 @@ from flask import (
 from flask_login import current_user, login_required, logout_user
 
 from ..accounts import devices, passkeys, sessions, signin, stepup, throttle, totp
+from ..accounts.browsers import browser_name
 from ..accounts.emails import normalise
 from ..accounts.security import client_address, is_safe_next
 from ..accounts.tokens import create_token, list_tokens
@@ -31,6 +32,7 @@ from ..models import User
 from ..timezones import is_zone, zone_names
 
 bp = Blueprint("auth", __name__)
+bp.add_app_template_filter(browser_name, "browser_name")  # sessions, trusted browsers
 
 TOKEN_DAYS = {"30": 30, "90": 90, "365": 365, "": None}  # the settings form's choices
 

@@ -2,7 +2,7 @@
 
 import hmac
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app, render_template, request
 
 from ..accounts.tokens import user_for_token
 from ..ops import metrics
@@ -15,11 +15,18 @@ def index() -> Response:
     """Answer a scrape with a bearer token: METRICS_TOKEN or any user's API token."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not scraper_allowed(token.strip()):
-        return Response("Send Authorization: Bearer <METRICS_TOKEN or an API token>.\n", 401,
-                        {"WWW-Authenticate": 'Bearer realm="metrics"'},
-                        mimetype="text/plain")
+        return _unauthorized()
     body, content_type = metrics.exposition()
     return Response(body, content_type=content_type, headers={"Cache-Control": "no-store"})
+
+
+def _unauthorized() -> Response:
+    """A 401 in one line for a scraper; a page saying what this is for a browser."""
+    headers = {"WWW-Authenticate": 'Bearer realm="metrics"', "Vary": "Accept"}
+    if request.accept_mimetypes.best_match(["text/plain", "text/html"]) == "text/html":
+        return Response(render_template("metrics/browser.html"), 401, headers)
+    return Response("Send Authorization: Bearer <METRICS_TOKEN or an API token>.\n", 401,
+                    headers, mimetype="text/plain")
 
 
 def scraper_allowed(token: str) -> bool:
