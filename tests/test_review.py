@@ -227,6 +227,13 @@ def test_the_review_api_submits_lists_returns_and_approves(app, api):
     assert (done.json["status"], done.json["publish_at"]) == ("scheduled", "2031-01-15T09:30:00Z")
     assert actions(app, mine["id"]) == ["post.create", "post.submit", "post.return",
                                         "post.submit", "post.approve"]
+    # publishing a post that waits for review approves it
+    other = api("POST", "/api/posts", body={"title": "Tide"}, role=None, token=bearer).json
+    api("POST", f"/api/posts/{other['id']}/submit", role=None, token=bearer)
+    published = api("POST", f"/api/posts/{other['id']}/publish")
+    assert published.status_code == 200 and published.json["status"] == "published"
+    assert state(app, other["id"])[1] == "approved"
+    assert actions(app, other["id"])[-1] == "post.approve"
 
 
 def test_each_step_reaches_a_webhook_with_its_payload(allowed_app, receiver):  # noqa: F811

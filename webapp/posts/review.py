@@ -63,12 +63,13 @@ def submit(post_id: int, version: int) -> PostReview:
     return row
 
 
-def approve(post_id: int, version: int, publish_at: datetime | None, instance: str = "") -> None:
+def approve(post_id: int, version: int, publish_at: datetime | None, instance: str = "",
+            override_freeze: bool = False) -> None:
     """Approve the post in review: schedule it for publish_at, or publish it now (None).
 
     Refused (nothing written) unless the post waits in review at version and the reviewer
     may approve it: an editor or admin, never its own writer while "Require review" holds
-    for them (an admin approves anything).
+    for them (an admin approves anything). override_freeze: as publish_now's (an admin's).
     """
     def approval(post: Post, now: datetime) -> None:
         row = _row(post_id, lock=True)
@@ -89,7 +90,7 @@ def approve(post_id: int, version: int, publish_at: datetime | None, instance: s
     _refuse_unless_reviewer()
     try:
         if publish_at is None:
-            publish_now(post_id, instance, approval=approval)
+            publish_now(post_id, instance, override_freeze, approval=approval)
         else:
             change_post(post_id, version, None, {"publish_at": publish_at}, approval)
     except PostError:
@@ -117,6 +118,12 @@ def send_back(post_id: int, version: int, note: str) -> PostReview:
     _step(post, now, "post.return", "post.returned", ["in_review", "changes_requested"],
           {"note": note})
     return row
+
+
+def waiting(post_id: int) -> bool:
+    """Return whether the post waits in review."""
+    row = review_of(post_id)
+    return row is not None and row.state == "in_review"
 
 
 def awaiting(limit: int = 100) -> Sequence[sa.Row]:

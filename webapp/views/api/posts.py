@@ -127,7 +127,8 @@ def _parse_changes(data: dict, post: Post) -> tuple[posts.TypedText | None, dict
 def publish_post(post_id: int):
     """Publish a post now (its outbox row in the same transaction); 409 while frozen.
 
-    An admin may send {"override_freeze": true} to publish through a freeze (audited).
+    An admin may send {"override_freeze": true} to publish through a freeze (audited). A
+    post waiting in review is approved by it (as approve_post without a time).
     """
     data = json_body({"override_freeze"}) if request.get_data(cache=True) else {}
     override = data.get("override_freeze", False)
@@ -135,8 +136,12 @@ def publish_post(post_id: int):
         raise invalid("override_freeze", "must be true or false")
     if override and not g.api_user.can("admin"):
         raise ApiError(403, "Forbidden", "Only an admin may override a freeze.")
+    instance = current_app.config["INSTANCE_NAME"]
     try:
-        posts.publish_now(post_id, current_app.config["INSTANCE_NAME"], override)
+        if posts.review.waiting(post_id):
+            posts.review.approve(post_id, _get(post_id).version, None, instance, override)
+        else:
+            posts.publish_now(post_id, instance, override)
     except posts.PostError as exc:
         raise _refusal(exc) from None
     return jsonify(post_json(_get(post_id)))
