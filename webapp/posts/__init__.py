@@ -12,7 +12,7 @@ validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
 """
 
-from . import revisions
+from . import autosaves, conflicts, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -92,8 +92,8 @@ __all__ = [
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
-    "upcoming_changes",
+    "apply_due_changes", "autosaves", "cancel_change", "conflicts", "pending_change", "revisions",
+    "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",
     "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",

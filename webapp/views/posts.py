@@ -10,7 +10,15 @@ from ..models import Post
 from ..posts import PostError, PublishingFrozen, PublishTimeInPast, StalePost, StaleText
 from ..timefmt import human, zone_label
 from ..timezones import TimeInputError, parse_local
-from .editor import edit_page, editor_zone, panel_context, post_or_404, read_times, render
+from .editor import (
+    edit_page,
+    editor_zone,
+    panel_context,
+    post_or_404,
+    read_times,
+    render,
+    unsaved_text,
+)
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
@@ -70,9 +78,12 @@ def new():
     """Write a new draft, or a post scheduled as it is saved (a publish time typed, or filled
     in by the calendar's "new post on this day")."""
     form, errors = {"title": "", "slug": "", "body": ""}, {}
+    restored, autosave = unsaved_text(None) if request.method != "POST" else (None, None)
     # the same create-and-schedule form wherever one starts (the calendar fills the time)
-    sched = _new_schedule(request.form if request.method == "POST" else request.args) or {
+    sched = _new_schedule(restored or (request.form if request.method == "POST"
+                                       else request.args)) or {
         "publish_at": "", "zone": editor_zone()}
+    form = restored or form
     if request.method == "POST":
         form = _content_form()
         try:
@@ -87,6 +98,7 @@ def new():
                 flash(f"Draft “{post.title}” saved.", "success")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
     return render_template("posts/new.html", form=form, errors=errors, new_sched=sched,
+                           autosave=autosave,
                            preview=render(form["body"])), 422 if errors else 200
 
 

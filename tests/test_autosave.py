@@ -1,0 +1,177 @@
+"""Autosave: what an editor types is kept by the server beside the post, offered back with
+a diff when the post (or New post) is opened again, restored or discarded; never a version
+of the post, never anyone else's; and the API's side of it."""
+
+import html
+
+import sqlalchemy as sa
+
+from tests.harness.support import add_user, count, new_post, post_form, text
+from webapp.extensions import db
+from webapp.models import Post, PostAutosave, PostRevision
+from webapp.posts import MAX_BODY_BYTES, content_digest, create_post
+
+
+def opened(client, post_id: int) -> dict:
+    """Return the edit form's hidden version and digest as the page has them now."""
+    page = text(client.get(f"/admin/posts/{post_id}"))
+    return {name: page.split(f'name="{name}" value="')[1].split('"')[0]
+            for name in ("version", "digest")}
+
+
+def created(app, body: str) -> int:
+    """Create a post as the editors' forms do (its first revision kept); return its id."""
+    with app.app_context():
+        return create_post("Hello", "hello", body).id
+
+
+def typed(body: str, title: str = "Hello", **more) -> dict:
+    return {"title": title, "slug": "hello", "body": body, **more}
+
+
+def post_row(app, post_id: int) -> Post:
+    with app.app_context():
+        post = db.session.get(Post, post_id)
+        db.session.expunge(post)
+        return post
+
+
+def test_typed_text_is_kept_and_offered_back_with_a_diff_then_restored(app, editor):
+    post_id = new_post(app, body="First line.\nSecond line.")
+    revisions = count(app, PostRevision)
+    kept = post_form(editor, f"/admin/posts/{post_id}/autosave",
+                     {**typed("First line.\nSecond line, longer.\nA third."), **opened(editor,
+                                                                                    post_id)})
+    assert kept.status_code == 200 and kept.get_json()["said"].startswith("Saved a draft ")
+    # never a version of the post: the post and its history are as they were
+    assert (post_row(app, post_id).body, post_row(app, post_id).version) == (
+        "First line.\nSecond line.", 1)
+    assert count(app, PostRevision) == revisions
+    page = text(editor.get(f"/admin/posts/{post_id}"))
+    assert "Unsaved changes from" in page and "were kept" in page
+    assert "based on an older version" not in page
+    assert "<ins>Second line<mark>, longer</mark>.</ins>" in page  # the diff, word marked
+    assert ">Restore</button>" in page and ">Discard</button>" in page
+    restored = text(editor.get(f"/admin/posts/{post_id}?restore=1"))
+    assert "are back in the form" in restored and "Unsaved changes from" not in restored
+    assert "Second line, longer.\nA third.</textarea>" in restored
+    assert "data-unsaved" in restored  # leaving asks first, as for any unsaved text
+
+
+def test_save_deletes_the_autosave_and_discard_forgets_it(app, editor):
+    post_id = new_post(app, body="old")
+    form = opened(editor, post_id)
+    post_form(editor, f"/admin/posts/{post_id}/autosave", {**typed("new"), **form})
+    assert count(app, PostAutosave) == 1
+    saved = post_form(editor, f"/admin/posts/{post_id}", {**typed("new"), **form})
+    assert saved.status_code == 303 and count(app, PostAutosave) == 0
+    assert "were kept" not in text(editor.get(f"/admin/posts/{post_id}"))
+    post_form(editor, f"/admin/posts/{post_id}/autosave", {**typed("newer"),
+                                                           **opened(editor, post_id)})
+    gone = post_form(editor, f"/admin/posts/{post_id}/autosave/discard")
+    assert gone.status_code == 303 and count(app, PostAutosave) == 0
+    assert post_row(app, post_id).body == "new"
+    # text the same as the saved post's is nothing unsaved: nothing is kept
+    same = post_form(editor, f"/admin/posts/{post_id}/autosave", {**typed("new"),
+                                                                  **opened(editor, post_id)})
+    assert same.get_json()["said"] == "Nothing unsaved" and count(app, PostAutosave) == 0
+
+
+def test_an_autosave_typed_on_an_older_version_says_so_and_never_overwrites_it(app, auth,
+                                                                                  editor):
+    post_id = new_post(app, body="base")
+    form = opened(editor, post_id)
+    post_form(editor, f"/admin/posts/{post_id}/autosave", {**typed("mine"), **form})
+    other = auth.client("editor", email="other@example.com")
+    post_form(other, f"/admin/posts/{post_id}", {**typed("theirs"), **opened(other, post_id)})
+    page = text(editor.get(f"/admin/posts/{post_id}"))
+    assert "were kept" in page and "based on an older version" in page
+    assert "were kept" not in text(other.get(f"/admin/posts/{post_id}"))  # mine alone
+    # restored and saved, it is refused as any stale form is: their version stays
+    restored = text(editor.get(f"/admin/posts/{post_id}?restore=1"))
+    version = restored.split('name="version" value="')[1].split('"')[0]
+    refused = post_form(editor, f"/admin/posts/{post_id}", {**typed("mine"), **form})
+    assert version == form["version"] and refused.status_code == 409
+    assert "other@example.com changed this post" in text(refused)
+    assert post_row(app, post_id).body == "theirs"
+
+
+def test_new_posts_text_survives_and_goes_when_it_is_saved(app, editor):
+    kept = post_form(editor, "/admin/posts/new/autosave",
+                     typed("A new post's body.", title="Brand new", publish_at="2030-01-02T09:00",
+                           zone="Europe/Paris"))
+    assert kept.status_code == 200 and count(app, Post) == 0
+    page = text(editor.get("/admin/posts/new"))
+    assert "were kept" in page and "Title: Brand new" in page
+    assert "A new post&#39;s body.</p>" in page
+    restored = text(editor.get("/admin/posts/new?restore=1"))
+    assert 'value="Brand new"' in restored and "A new post&#39;s body.</textarea>" in restored
+    assert 'value="2030-01-02T09:00"' in restored and 'value="Europe/Paris"' in restored
+    saved = post_form(editor, "/admin/posts/new", typed("A new post's body.", title="Brand new",
+                                                        slug=""))
+    assert saved.status_code == 303 and count(app, PostAutosave) == 0
+
+
+def test_only_its_editor_sees_it_and_bad_input_keeps_nothing(app, auth, editor, client):
+    post_id = new_post(app, body="old")
+    too_big = post_form(editor, f"/admin/posts/{post_id}/autosave",
+                        typed("x" * (MAX_BODY_BYTES + 1)))
+    assert too_big.status_code == 422 and too_big.get_json()["field"] == "body"
+    no_token = editor.post(f"/admin/posts/{post_id}/autosave", data=typed("sneaky"))
+    assert no_token.status_code == 400 and count(app, PostAutosave) == 0
+    missing = post_form(editor, "/admin/posts/2147483647/autosave", typed("x"))
+    assert missing.status_code == 404
+    viewer = auth.client("viewer")
+    assert post_form(viewer, f"/admin/posts/{post_id}/autosave", typed("x")).status_code == 403
+    assert count(app, PostAutosave) == 0
+
+
+def test_the_api_keeps_shows_and_discards_the_token_users_autosave(app, api):
+    post_id = new_post(app, body="old")
+    assert api("GET", f"/api/posts/{post_id}/autosave").status_code == 404
+    put = api("PUT", f"/api/posts/{post_id}/autosave", body={"body": "typed", "version": 1})
+    assert put.status_code == 200 and put.get_json()["kept"] is True
+    shown = api("GET", f"/api/posts/{post_id}/autosave").get_json()
+    assert (shown["body"], shown["title"], shown["based_on_older_version"]) == (
+        "typed", "Hello", False)
+    assert api("GET", f"/api/posts/{post_id}/autosave", role="admin").status_code == 404
+    assert api("PUT", f"/api/posts/{post_id}/autosave", role="viewer",
+               body={"body": "x"}).status_code == 403
+    bad = api("PUT", f"/api/posts/{post_id}/autosave", body={"version": 7})
+    assert bad.status_code == 422 and bad.get_json()["field"] == "version"
+    assert api("DELETE", f"/api/posts/{post_id}/autosave").get_json() == {"discarded": True}
+    assert post_row(app, post_id).body == "old"
+
+
+def test_the_same_editor_in_two_tabs_is_told_it_was_them_once_with_the_diff(app, editor):
+    post_id = created(app, "Intro.\nThe middle.\nThe end.")
+    first_tab, second_tab = opened(editor, post_id), opened(editor, post_id)
+    post_form(editor, f"/admin/posts/{post_id}",
+              {**typed("Intro.\nThe better middle.\nThe end."), **first_tab})
+    refused = post_form(editor, f"/admin/posts/{post_id}",
+                        {**typed("Intro.\nThe middle.\nThe end.\nMy new ending."), **second_tab})
+    page = text(refused)
+    assert refused.status_code == 409
+    assert page.count("You changed this post in another tab") == 1
+    assert "Someone else" not in page and "after you opened it" not in page  # said once
+    # the diff from the version this tab opened to the one the other tab saved
+    assert "<del>The middle.</del>" in page.replace("<mark>", "").replace("</mark>", "")
+    assert "<ins>The <mark>better</mark> middle.</ins>" in page
+    assert "The end.\nMy new ending.</textarea>" in html.unescape(page)  # what was typed
+    with app.app_context():
+        body = db.session.scalar(sa.select(Post.body).where(Post.id == post_id))
+    assert body == "Intro.\nThe better middle.\nThe end."
+    assert content_digest("Hello", "hello", body)  # the page offers to replace it: still there
+    assert "Replace it with this tab’s text" in page
+
+
+def test_someone_else_is_named(app, auth, editor):
+    add_user(app, "ada@example.com", "editor")
+    post_id = created(app, "one")
+    mine = opened(editor, post_id)
+    ada = auth.client("editor", email="ada@example.com")
+    post_form(ada, f"/admin/posts/{post_id}", {**typed("two"), **opened(ada, post_id)})
+    page = text(post_form(editor, f"/admin/posts/{post_id}", {**typed("three"), **mine}))
+    assert page.count("ada@example.com changed this post") == 1
+    assert "<del>one</del>" in page.replace("<mark>", "").replace("</mark>", "")
+    assert "in another tab" not in page
