@@ -175,3 +175,13 @@ def test_someone_else_is_named(app, auth, editor):
     assert page.count("ada@example.com changed this post") == 1
     assert "<del>one</del>" in page.replace("<mark>", "").replace("</mark>", "")
     assert "in another tab" not in page
+
+
+def test_a_forms_nonsense_version_or_digest_is_not_stored(app, editor):
+    post_id = new_post(app, body="old")
+    kept = post_form(editor, f"/admin/posts/{post_id}/autosave",
+                     {**typed("new"), "version": "99999999999", "digest": "' or 1=1"})
+    assert kept.status_code == 200
+    with app.app_context():
+        row = db.session.scalar(sa.select(PostAutosave))
+        assert (row.base_version, row.base_digest) == (1, content_digest("Hello", "hello", "old"))

@@ -6,6 +6,7 @@ post version it was typed on, so reopening the post offers it back, saying when 
 moved on since. Saving the post deletes the saver's autosave in the save's transaction.
 """
 
+import re
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
@@ -23,6 +24,7 @@ __all__ = ["Offer", "Typed", "check_typed", "discard", "find", "forget", "forget
            "offer"]
 
 MAX_TYPED = 64  # a typed time or zone name
+DIGEST = re.compile(r"[0-9a-f]{32}")  # content_digest's
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,19 @@ def keep(user_id: int, post_id: int | None, typed: Typed, base_version: int | No
         discard(user_id, post_id)
         return None
     now = database_now()
-    if base_version is None and post is not None:
+    if post is not None and not (base_version is not None and 1 <= base_version <= post.version):
         base_version, base_digest = post.version, content_digest(post.title, post.slug,
-                                                                 post.body)
-    values = {**vars(typed), "base_version": base_version, "base_digest": base_digest[:32],
-              "saved_at": now}
+                                                                 post.body)  # a form's nonsense
+    values = {**vars(typed), "base_version": base_version, "saved_at": now,
+              "base_digest": base_digest if DIGEST.fullmatch(base_digest) else ""}
+    try:
+        return _write(user_id, post_id, values)
+    except IntegrityError:  # the same user's other tab inserted it first: write over it
+        db.session.rollback()
+        return _write(user_id, post_id, values)
+
+
+def _write(user_id: int, post_id: int | None, values: dict) -> PostAutosave:
     row = find(user_id, post_id)
     if row is None:
         row = PostAutosave(user_id=user_id, post_id=post_id, **values)
@@ -91,11 +101,7 @@ def keep(user_id: int, post_id: int | None, typed: Typed, base_version: int | No
     else:
         for name, value in values.items():
             setattr(row, name, value)
-    try:
-        db.session.commit()
-    except IntegrityError:  # the same user's other tab inserted it first: write over it
-        db.session.rollback()
-        return keep(user_id, post_id, typed, base_version, base_digest)
+    db.session.commit()
     return row
 
 
