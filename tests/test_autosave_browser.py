@@ -1,15 +1,18 @@
 """Autosave in real Chromium: type, SIGKILL the browser (no unload, no beacon: a crash),
 open the post again in another browser, and at most the last 5 s of typing are lost; a
-New post's text survives too. The killed Chromium is one of this test's own, never the
-session's `browser`."""
+New post's text survives too, and text typed just before leaving a page is sent as it
+goes. The killed Chromium is one of this test's own, never the session's `browser`."""
 
 import contextlib
 
 import pytest
+import sqlalchemy as sa
 
+from tests.harness.cluster import wait_for
 from tests.harness.crash import killed, own_chromium, seconds_lost, type_for
 from tests.harness.support import add_user, serve, sign_in_page
 from webapp.extensions import db
+from webapp.models import PostAutosave
 from webapp.posts import create_post
 
 pytestmark = pytest.mark.slow
@@ -53,4 +56,19 @@ def test_a_killed_browser_loses_at_most_the_last_5_s_of_typing(app, browser, tmp
         page.goto("/admin/posts/new?restore=1")
         expect(page.locator("#f-title")).to_have_value("Not saved yet")
         expect(page.locator("#f-body")).to_have_value("A new post, never saved.")
+        # leaving at once, well inside the 2 s wait: the page's last breath sends the text
+        page.locator("#f-body").press("End")
+        page.locator("#f-body").press_sequentially(" Then left")
+        page.on("dialog", lambda dialog: dialog.accept())  # "leave with unsaved changes?"
+        page.goto("/admin/")
+        wait_for(lambda: kept_new_body(app).endswith("Then left"), 10,
+                 "the text sent as the page went", state=lambda: kept_new_body(app))
         fresh.close()
+
+
+def kept_new_body(app) -> str:
+    with app.app_context():
+        body = db.session.scalar(sa.select(PostAutosave.body)
+                                 .where(PostAutosave.post_id.is_(None)))
+        db.session.remove()
+        return body or ""
