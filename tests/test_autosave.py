@@ -2,31 +2,13 @@
 a diff when the post (or New post) is opened again, restored or discarded; never a version
 of the post, never anyone else's; and the API's side of it."""
 
-import html
-
 import sqlalchemy as sa
 
-from tests.harness.support import add_user, count, new_post, post_form, text
+from tests.harness.editor_forms import opened, typed
+from tests.harness.support import count, new_post, post_form, text
 from webapp.extensions import db
 from webapp.models import Post, PostAutosave, PostRevision
-from webapp.posts import MAX_BODY_BYTES, content_digest, create_post
-
-
-def opened(client, post_id: int) -> dict:
-    """Return the edit form's hidden version and digest as the page has them now."""
-    page = text(client.get(f"/admin/posts/{post_id}"))
-    return {name: page.split(f'name="{name}" value="')[1].split('"')[0]
-            for name in ("version", "digest")}
-
-
-def created(app, body: str) -> int:
-    """Create a post as the editors' forms do (its first revision kept); return its id."""
-    with app.app_context():
-        return create_post("Hello", "hello", body).id
-
-
-def typed(body: str, title: str = "Hello", **more) -> dict:
-    return {"title": title, "slug": "hello", "body": body, **more}
+from webapp.posts import MAX_BODY_BYTES, content_digest
 
 
 def post_row(app, post_id: int) -> Post:
@@ -141,40 +123,6 @@ def test_the_api_keeps_shows_and_discards_the_token_users_autosave(app, api):
     assert bad.status_code == 422 and bad.get_json()["field"] == "version"
     assert api("DELETE", f"/api/posts/{post_id}/autosave").get_json() == {"discarded": True}
     assert post_row(app, post_id).body == "old"
-
-
-def test_the_same_editor_in_two_tabs_is_told_it_was_them_once_with_the_diff(app, editor):
-    post_id = created(app, "Intro.\nThe middle.\nThe end.")
-    first_tab, second_tab = opened(editor, post_id), opened(editor, post_id)
-    post_form(editor, f"/admin/posts/{post_id}",
-              {**typed("Intro.\nThe better middle.\nThe end."), **first_tab})
-    refused = post_form(editor, f"/admin/posts/{post_id}",
-                        {**typed("Intro.\nThe middle.\nThe end.\nMy new ending."), **second_tab})
-    page = text(refused)
-    assert refused.status_code == 409
-    assert page.count("You changed this post in another tab") == 1
-    assert "Someone else" not in page and "after you opened it" not in page  # said once
-    # the diff from the version this tab opened to the one the other tab saved
-    assert "<del>The middle.</del>" in page.replace("<mark>", "").replace("</mark>", "")
-    assert "<ins>The <mark>better</mark> middle.</ins>" in page
-    assert "The end.\nMy new ending.</textarea>" in html.unescape(page)  # what was typed
-    with app.app_context():
-        body = db.session.scalar(sa.select(Post.body).where(Post.id == post_id))
-    assert body == "Intro.\nThe better middle.\nThe end."
-    assert content_digest("Hello", "hello", body)  # the page offers to replace it: still there
-    assert "Replace it with this tab’s text" in page
-
-
-def test_someone_else_is_named(app, auth, editor):
-    add_user(app, "ada@example.com", "editor")
-    post_id = created(app, "one")
-    mine = opened(editor, post_id)
-    ada = auth.client("editor", email="ada@example.com")
-    post_form(ada, f"/admin/posts/{post_id}", {**typed("two"), **opened(ada, post_id)})
-    page = text(post_form(editor, f"/admin/posts/{post_id}", {**typed("three"), **mine}))
-    assert page.count("ada@example.com changed this post") == 1
-    assert "<del>one</del>" in page.replace("<mark>", "").replace("</mark>", "")
-    assert "in another tab" not in page
 
 
 def test_a_forms_nonsense_version_or_digest_is_not_stored(app, editor):

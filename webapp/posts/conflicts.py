@@ -2,11 +2,12 @@
 (the same editor in another tab, or someone named), and what changed since that version."""
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 import sqlalchemy as sa
 
 from ..extensions import db
-from ..models import Post, PostRevision
+from ..models import AuditEvent, Post, PostRevision
 from . import revisions
 from .edits import content_digest
 
@@ -46,3 +47,18 @@ def explain(post: Post, digest: str, typed_slug: str, user_id: int) -> Conflict:
     old = kept[base]
     return Conflict(bool(since) and not others, others, revisions.diff(old.body, post.body),
                     old.title if old.title != post.title else None)
+
+
+CLOCKS_APART = timedelta(seconds=5)  # an audit row's time (the app's) beside the database's
+
+
+def changed_by_me(post: Post, user_id: int) -> bool:
+    """Return whether the last audited change to post (made when it was last updated) was
+    user's own: the same editor in another tab, not someone else."""
+    target = f"post {post.id}"
+    last = db.session.scalars(
+        sa.select(AuditEvent).where(
+            AuditEvent.at.between(post.updated_at - CLOCKS_APART, post.updated_at + CLOCKS_APART),
+            sa.or_(AuditEvent.target == target, AuditEvent.target.startswith(f"{target} ")))
+        .order_by(AuditEvent.id.desc()).limit(1)).first()
+    return last is not None and last.actor_id == user_id

@@ -24,6 +24,8 @@ bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
 SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the page; check "
                           "its state here and try again."}
+SCHEDULE_STALE_MINE = {"form": "You changed this post in another tab after this page opened; "
+                               "check its state here and try again."}
 TEXT_FIELDS = ("title", "slug", "body")
 
 
@@ -186,8 +188,9 @@ def _refused(post_id: int, exc: PostError, sched: dict | None):
         return edit_page(exc.current, 409, form=typed, errors=exc.errors, stale=exc.current,
                          sched=sched)
     if isinstance(exc, StalePost):
+        mine = posts.conflicts.changed_by_me(exc.current, current_user.id)
         return edit_page(exc.current, 409, form=typed, sched=sched,
-                         sched_errors=SCHEDULE_STALE)
+                         sched_errors=SCHEDULE_STALE_MINE if mine else SCHEDULE_STALE)
     text_errors = {k: v for k, v in exc.errors.items() if k in TEXT_FIELDS}
     return edit_page(post_or_404(post_id), 409 if isinstance(exc, PublishingFrozen) else 422,
                      form=typed, errors=text_errors, sched=sched,
