@@ -53,6 +53,13 @@ def test_a_killed_browser_loses_at_most_the_last_5_s_of_typing(app, browser, tmp
         kept = page.locator("#f-body").input_value().removeprefix("Saved first line.")
         assert typing[-1][1].startswith(kept)  # as typed, nothing else
         assert seconds_lost(typing, kept, killed_at) <= LOST_AT_MOST
+        status = page.locator("#autosave-status")  # the line beside Save says what happened
+        page.locator("#f-body").press("End")
+        page.locator("#f-body").press_sequentially(" More")
+        fresh.set_offline(True)
+        expect(status).to_have_text("Not saved: offline")
+        fresh.set_offline(False)  # back online: sent at once
+        expect(status).to_contain_text("Saved a draft")
         page.goto("/admin/posts/new?restore=1")
         expect(page.locator("#f-title")).to_have_value("Not saved yet")
         expect(page.locator("#f-body")).to_have_value("A new post, never saved.")

@@ -22,7 +22,10 @@
   function waiting() { return !!document.getElementById("autosave-offer"); }
 
   function refused(response) {
-    if (response.redirected) { return Promise.reject(new Error("you are signed out")); }
+    // signed out: the sign-in page (a redirect), or the session's CSRF token gone (400)
+    if (response.redirected || response.status === 400) {
+      return Promise.reject(new Error("you are signed out; sign in again in another tab"));
+    }
     return response.json().catch(function () { return {}; }).then(function (answer) {
       throw new Error(answer.error || "the server refused it (" + response.status + ")");
     });
