@@ -1,16 +1,16 @@
 """Posts: every write (editors' and the publish leader's) and every read, in one place.
 
-Every function checks its input before writing and writes in one transaction, so bad input
-changes nothing. The text is edited in `edits`, the status moves in `lifecycle` (one fenced
-conditional UPDATE for editors and the leader alike), text and schedule change together in
-`changes` (the forms and the API alike), the reading side is in `queries`, and `previews`
-makes the links that show a draft to someone without an account; `autosaves` keeps an
-editor's unsaved text beside the post and `conflicts` says who saved a post since a form
-opened, and what changed. The modules lend each other public names only; what the rest of
-the house may use is exported here. It may import the bottom of the house, leadership
-(keys, for wake-ups), ops (audit, metrics) and site (the version readers' validators
-follow, bumped in the same transaction); nothing that builds on posts (plugins, timers,
-scheduling, views).
+Every function checks its input before writing and writes in one transaction,
+so bad input changes nothing. The text is edited in `edits`, the status moves
+in `lifecycle` (one fenced conditional UPDATE for editors and the leader
+alike), text and schedule change together in `changes` (the forms and the API
+alike), the reading side is in `queries`, and `previews` makes the links that show a
+draft to someone without an account. The modules lend each other public names only;
+what the rest of the house may use is exported here. It may import the bottom of the house,
+leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
+validators follow, bumped in the same transaction); nothing that builds on posts
+(plugins, timers, scheduling, views). `autosaves` keeps an editor's unsaved text beside a
+post; `conflicts` says who saved a post since a form opened, and what changed.
 """
 
 from . import autosaves, conflicts, revisions
