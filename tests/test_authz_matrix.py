@@ -62,6 +62,8 @@ EXPECTED = {
     "revisions.history": "editor", "revisions.revision": "editor", "revisions.compare": "editor",
     "revisions.restore": "editor", "revisions.change": "editor",
     "revisions.cancel_change": "editor",
+    "autosaves.keep": "editor", "autosaves.keep_new": "editor", "autosaves.discard": "editor",
+    "autosaves.discard_new": "editor",
     "users.index": "admin", "users.create": "admin", "users.role": "admin",
     "users.deactivate": "admin", "users.activate": "admin", "users.reset": "admin",
     "users.access": "admin", "users.end_session": "admin", "users.revoke_token": "admin",

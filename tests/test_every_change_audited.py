@@ -55,7 +55,11 @@ NOT_A_CHANGE = {"posts.preview",  # renders Markdown, writes nothing
                 "passkeys.registration_options", "passkeys.sign_in_options",
                 "passkeys.step_up_options",
                 "passkeys.step_up",  # proves the session again: the change it guards audits
-                "passkeys.confirm"}  # the same, by the step-up prompt, before adding one
+                "passkeys.confirm",  # the same, by the step-up prompt, before adding one
+                # an editor's own unsaved text, every few seconds: no change to anything
+                # shared (the post, its history); the save that ends it is audited
+                "autosaves.keep", "autosaves.keep_new", "autosaves.discard",
+                "autosaves.discard_new", "api.put_autosave", "api.delete_autosave"}
 # a real authenticator makes these: tests/test_passkeys_browser.py checks their audit rows
 AUDITED_IN_CHROMIUM = {"passkeys.register", "passkeys.sign_in"}
 

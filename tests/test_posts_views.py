@@ -142,7 +142,7 @@ def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, aut
     refused = post_form(editor, f"/admin/posts/{post_id}", {
         "title": "Hello", "slug": "hello", "body": "my change", **mine})
     assert refused.status_code == 409
-    assert "Someone else changed this post" in text(refused) and "my change" in text(refused)
+    assert "other@example.com changed this post" in text(refused) and "my change" in text(refused)
     assert load(app, post_id).body == "their change"
     forced = text(refused).split('name="force_version" value="')[1].split('"')[0]
     replaced = post_form(editor, f"/admin/posts/{post_id}", {

@@ -13,6 +13,7 @@ from .accounts import (
     WebAuthnChallenge,
 )
 from .audit import AuditEvent
+from .autosaves import PostAutosave
 from .leadership import LeaderEvent, LeaderState, ProcessVersion
 from .media import MediaFile, MediaVariant
 from .ops import Deploy, Freeze, ReleaseBackfill
@@ -48,6 +49,7 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "PostAutosave",
     "PostRevision",
     "PreviewLink",
     "ReleaseBackfill",

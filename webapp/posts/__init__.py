@@ -9,10 +9,11 @@ draft to someone without an account. The modules lend each other public names on
 what the rest of the house may use is exported here. It may import the bottom of the house,
 leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
 validators follow, bumped in the same transaction); nothing that builds on posts
-(plugins, timers, scheduling, views).
+(plugins, timers, scheduling, views). `autosaves` keeps an editor's unsaved text beside a
+post; `conflicts` says who saved a post since a form opened, and what changed.
 """
 
-from . import revisions
+from . import autosaves, conflicts, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -92,8 +93,8 @@ __all__ = [
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
-    "upcoming_changes",
+    "apply_due_changes", "autosaves", "cancel_change", "conflicts", "pending_change", "revisions",
+    "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",
     "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",

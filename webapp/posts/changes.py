@@ -25,6 +25,7 @@ from .edits import (
 )
 from .errors import PostError, StalePost
 from .lifecycle import SCHEDULABLE
+from .unsaved import forget
 
 
 def change_post(post_id: int, version: int, text: TypedText | None,
@@ -53,6 +54,7 @@ def change_post(post_id: int, version: int, text: TypedText | None,
     with refusing_a_taken_slug():
         if fields is not None:
             write_text(post, fields, now)
+            forget(post_id)  # the saver's autosave: saved now
         db.session.commit()
     return post
 

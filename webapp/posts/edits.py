@@ -21,6 +21,7 @@ from ..site.xmltext import unsafe_character
 from . import revisions
 from .errors import PostError, PostNotFound, PublishTimeInPast, StaleText
 from .outbox import write_outbox
+from .unsaved import forget, forget_new
 
 MAX_TITLE = 200
 MAX_SLUG = 200
@@ -254,6 +255,7 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         db.session.flush()  # its id: for its audit row and its first revision
         audit.record("post.create", audit.target("post", post.id, post.title), detail)
         revisions.keep(post.id, post.title, post.body, "create", live=False)
+        forget_new(post.title, post.body)
         if publish_at is not None:
             wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
         db.session.commit()
@@ -284,6 +286,7 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     post.updated_at = now
     with refusing_a_taken_slug():
         write_text(post, fields, now, restored_from)
+        forget(post_id)  # the saver's autosave: saved now
         db.session.commit()
     return post
 

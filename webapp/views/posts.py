@@ -10,12 +10,22 @@ from ..models import Post
 from ..posts import PostError, PublishingFrozen, PublishTimeInPast, StalePost, StaleText
 from ..timefmt import human, zone_label
 from ..timezones import TimeInputError, parse_local
-from .editor import edit_page, editor_zone, panel_context, post_or_404, read_times, render
+from .editor import (
+    edit_page,
+    editor_zone,
+    panel_context,
+    post_or_404,
+    read_times,
+    render,
+    unsaved_text,
+)
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
 SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the page; check "
                           "its state here and try again."}
+SCHEDULE_STALE_MINE = {"form": "You changed this post in another tab after this page opened; "
+                               "check its state here and try again."}
 TEXT_FIELDS = ("title", "slug", "body")
 
 
@@ -70,9 +80,12 @@ def new():
     """Write a new draft, or a post scheduled as it is saved (a publish time typed, or filled
     in by the calendar's "new post on this day")."""
     form, errors = {"title": "", "slug": "", "body": ""}, {}
+    restored, autosave = unsaved_text(None) if request.method != "POST" else (None, None)
     # the same create-and-schedule form wherever one starts (the calendar fills the time)
-    sched = _new_schedule(request.form if request.method == "POST" else request.args) or {
+    sched = _new_schedule(restored or (request.form if request.method == "POST"
+                                       else request.args)) or {
         "publish_at": "", "zone": editor_zone()}
+    form = restored or form
     if request.method == "POST":
         form = _content_form()
         try:
@@ -87,6 +100,7 @@ def new():
                 flash(f"Draft “{post.title}” saved.", "success")
             return redirect(url_for("posts.edit", post_id=post.id), code=303)
     return render_template("posts/new.html", form=form, errors=errors, new_sched=sched,
+                           autosave=autosave,
                            preview=render(form["body"])), 422 if errors else 200
 
 
@@ -174,8 +188,9 @@ def _refused(post_id: int, exc: PostError, sched: dict | None):
         return edit_page(exc.current, 409, form=typed, errors=exc.errors, stale=exc.current,
                          sched=sched)
     if isinstance(exc, StalePost):
+        mine = posts.conflicts.changed_by_me(exc.current, current_user.id)
         return edit_page(exc.current, 409, form=typed, sched=sched,
-                         sched_errors=SCHEDULE_STALE)
+                         sched_errors=SCHEDULE_STALE_MINE if mine else SCHEDULE_STALE)
     text_errors = {k: v for k, v in exc.errors.items() if k in TEXT_FIELDS}
     return edit_page(post_or_404(post_id), 409 if isinstance(exc, PublishingFrozen) else 422,
                      form=typed, errors=text_errors, sched=sched,
