@@ -35,6 +35,7 @@ from .errors import (
     PostNotFound,
     PublishingFrozen,
     PublishTimeInPast,
+    SlugTaken,
     StalePost,
     StaleText,
 )
@@ -91,7 +92,7 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
-    "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
+    "PublishTimeInPast", "SlugTaken", "StalePost", "StaleText", "TypedText", "ChangeState",
     "apply_due_changes", "cancel_change", "pending_change", "revisions", "schedule_change",
     "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",

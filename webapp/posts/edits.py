@@ -19,7 +19,7 @@ from ..ops import audit
 from ..site import state
 from ..site.xmltext import unsafe_character
 from . import revisions
-from .errors import PostError, PostNotFound, PublishTimeInPast, StaleText
+from .errors import PostError, PostNotFound, PublishTimeInPast, SlugTaken, StaleText
 from .outbox import write_outbox
 
 MAX_TITLE = 200
@@ -94,14 +94,13 @@ def get_post(post_id: int) -> Post:
     return post
 
 
-def _slug_taken(slug: str, except_id: int | None = None) -> bool:
-    query = sa.select(Post.id).where(Post.slug == slug)
+def slug_taken(slug: str, except_id: int | None = None) -> SlugTaken | None:
+    """Return the refusal naming the post that has slug (other than except_id), or None."""
+    query = sa.select(Post.id, Post.title).where(Post.slug == slug)
     if except_id is not None:
         query = query.where(Post.id != except_id)
-    return db.session.scalar(query.limit(1)) is not None
-
-
-SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
+    owner = db.session.execute(query.limit(1)).first()
+    return None if owner is None else SlugTaken(owner.id, owner.title)
 
 
 @contextmanager
@@ -114,7 +113,7 @@ def refusing_a_taken_slug() -> Iterator[None]:
         if "slug" not in str(exc.orig):  # another constraint's refusal is not a slug's
             raise
         db.session.rollback()
-        raise PostError(dict(SLUG_TAKEN)) from None
+        raise SlugTaken(None, None) from None  # the racing post: not ours to name
 
 
 @dataclass(frozen=True)
@@ -137,8 +136,8 @@ def check_text(post_id: int, typed: TypedText) -> PostFields:
     """Return typed's fields checked for post_id, or raise PostError (a bad field, a slug in
     use). Call it before lock_post: it reads."""
     fields = check_fields(typed.title, typed.slug, typed.body)
-    if _slug_taken(fields.slug, except_id=post_id):
-        raise PostError(dict(SLUG_TAKEN))
+    if taken := slug_taken(fields.slug, except_id=post_id):
+        raise taken
     return fields
 
 
@@ -240,8 +239,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         errors.update(exc.errors)
     if errors:
         raise PostError(errors)
-    if _slug_taken(fields.slug):
-        raise PostError(dict(SLUG_TAKEN))
+    if taken := slug_taken(fields.slug):
+        raise taken
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
