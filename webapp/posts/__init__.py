@@ -27,6 +27,7 @@ from .edits import (
     create_post,
     get_post,
     is_slug,
+    restore_revision,
     slugify,
     update_post,
 )
@@ -104,5 +105,5 @@ __all__ = [
     "published_by_slug", "published_page", "published_post",
     "recently_published", "revoke_link",
     "slugify", "status_counts", "unpublish_expired", "unpublish_post",
-    "unschedule_post", "upcoming", "update_post", "write_outbox",
+    "unschedule_post", "upcoming", "update_post", "restore_revision", "write_outbox",
 ]

@@ -287,6 +287,20 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     return post
 
 
+def restore_revision(post_id: int, revision_id: int, version: int) -> Post:
+    """Bring an old version's title and body back as a new version (the slug stays), if
+    nobody changed the post since version; the page and the API's one way in.
+
+    Raise PostNotFound, PostError naming "revision" (none such, or the text it has now),
+    or StalePost.
+    """
+    post = get_post(post_id)
+    found = revisions.get_revision(post_id, revision_id)
+    revisions.check_restore(post, found)
+    return update_post(post_id, version, None, found.title, post.slug, found.body,
+                       restored_from=found.id)
+
+
 def updated(rows: Sequence[sa.Row | Post], now: datetime, writer: str = "") -> None:
     """Add the post.updated events of live posts whose text changed (rows: as move returns)."""
     write_outbox("post.updated", rows, now, writer)
