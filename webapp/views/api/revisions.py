@@ -89,19 +89,21 @@ def restore_revision(post_id: int, revision_id: int):
 
 
 def _pending(post_id: int) -> posts.ChangeState:
+    """Return the post's scheduled change; without one, 409: the post is there, the change
+    went out, was cancelled or was never made (as the page's cancel says)."""
     found = posts.pending_change(get_or_404(post_id))
     if found is None:
-        raise ApiError(404, "Not found", "This post has no scheduled change (it went out, was "
-                                         "cancelled, or was never made).")
+        raise ApiError(409, "Conflict", "This post has no scheduled change: it went out, was "
+                                        "cancelled, or was never made.")
     return found
 
 
 @bp.get("/posts/<int:post_id>/change")
 @api_role("viewer")
 def get_change(post_id: int):
-    """Show the change a live post takes at a set time."""
-    found = _pending(post_id)
-    return jsonify(change_json(found.change, found.outdated))
+    """Show the change a live post takes at a set time (null: it has none)."""
+    found = posts.pending_change(get_or_404(post_id))
+    return jsonify(None if found is None else change_json(found.change, found.outdated))
 
 
 @bp.post("/posts/<int:post_id>/change")
