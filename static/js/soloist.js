@@ -154,6 +154,22 @@
         return (el.tagName === "TEXTAREA" || el.type === "text") && el.value !== el.defaultValue;
       }));
   }
+  // New post: Back after saving refetches the form with a new one-time token and no title.
+  // The history entry keeps the saved form's token and title, so saving again opens the post
+  // it made (the server knows the token), never a copy that clashes with it.
+  function keepOnce(form) {
+    if (form.elements.once) {
+      history.replaceState(Object.assign({}, history.state, {
+        soloistOnce: form.elements.once.value, soloistTitle: form.elements.title.value}), "");
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("content-form"), kept = history.state;
+    if (form && form.elements.once && kept && kept.soloistOnce) {
+      form.elements.once.value = kept.soloistOnce;
+      if (!form.elements.title.value) { form.elements.title.value = kept.soloistTitle || ""; }
+    }
+  });
   function carry(form, name, value) {
     var input = form.querySelector("input[type=hidden][name=" + name + "][data-carried]");
     if (!input) {
@@ -165,7 +181,7 @@
   }
   document.addEventListener("submit", function (event) {
     var form = event.target, text = document.getElementById("content-form");
-    if (!text || form === text) { leaving = true; return; }
+    if (!text || form === text) { leaving = true; keepOnce(form); return; }
     if (!form.hasAttribute("data-saves-text") || !unsaved(text)) {
       leaving = !unsaved(text);
       return;

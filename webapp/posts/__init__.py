@@ -28,6 +28,7 @@ from .edits import (
     create_post,
     get_post,
     is_slug,
+    restore_revision,
     slugify,
     update_post,
 )
@@ -36,6 +37,7 @@ from .errors import (
     PostNotFound,
     PublishingFrozen,
     PublishTimeInPast,
+    SlugTaken,
     StalePost,
     StaleText,
 )
@@ -92,7 +94,7 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
-    "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
+    "PublishTimeInPast", "SlugTaken", "StalePost", "StaleText", "TypedText", "ChangeState",
     "apply_due_changes", "autosaves", "cancel_change", "conflicts", "pending_change", "revisions",
     "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
@@ -104,5 +106,5 @@ __all__ = [
     "published_by_slug", "published_page", "published_post",
     "recently_published", "revoke_link",
     "slugify", "status_counts", "unpublish_expired", "unpublish_post",
-    "unschedule_post", "upcoming", "update_post", "write_outbox",
+    "unschedule_post", "upcoming", "update_post", "restore_revision", "write_outbox",
 ]

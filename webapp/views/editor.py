@@ -6,12 +6,13 @@ helpers through here, so that no view imports another.
 
 from datetime import datetime
 
-from flask import abort, render_template, request
+from flask import abort, render_template, request, url_for
 from flask_login import current_user
+from markupsafe import Markup
 
 from .. import media, posts
 from ..models import Post
-from ..posts import PostError, PostNotFound
+from ..posts import PostError, PostNotFound, SlugTaken
 from ..site import markdown
 from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 
@@ -19,6 +20,15 @@ from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone
 def editor_zone() -> str:
     """Return the zone the signed-in editor reads and types times in."""
     return current_user.timezone or "UTC"
+
+
+def form_errors(exc: PostError) -> dict:
+    """Return a refusal's messages for the form: a slug in use links the post that has it."""
+    if not isinstance(exc, SlugTaken) or exc.owner_id is None:
+        return exc.errors
+    return {**exc.errors, "slug": Markup(
+        '“{}” uses this slug already — <a href="{}">open it</a>, or pick another.').format(
+        exc.owner_title, url_for("posts.edit", post_id=exc.owner_id))}
 
 
 def post_or_404(post_id: int) -> Post:

@@ -4,52 +4,14 @@ from flask import current_app, g, jsonify, request, url_for
 
 from ... import posts
 from ...models import Post
-from ...timefmt import iso
 from .auth import api_role
 from .blueprint import bp
 from .errors import ApiError, created, invalid
 from .inputs import json_body, page_arg, text_field, time_field
+from .postdata import get_or_404, post_json, refusal
 
 FIELDS = {"title", "body", "slug", "publish_at", "unpublish_at"}
 PAGE_SIZE = 50
-
-
-def post_json(post: Post, body: bool = True) -> dict:
-    """Return a post as the API shows it (times in UTC ISO 8601; lists leave the body out)."""
-    data = {"id": post.id, "slug": post.slug, "title": post.title,
-            "status": post.status, "publish_at": iso(post.publish_at),
-            "unpublish_at": iso(post.unpublish_at), "published_at": iso(post.published_at),
-            "version": post.version, "created_at": iso(post.created_at),
-            "updated_at": iso(post.updated_at),
-            "url": url_for("site.post", slug=post.slug, _external=True)
-            if post.status == "published" else None}
-    if body:
-        data["body"] = post.body
-    return data
-
-
-def _refusal(exc: posts.PostError) -> ApiError:
-    """Turn a refused change into 404, 409 (the post's state, a freeze) or 422 (a field)."""
-    if isinstance(exc, posts.PostNotFound):
-        return ApiError(404, "Not found", "No post has that id.")
-    if isinstance(exc, posts.PublishingFrozen):
-        row = exc.freeze
-        return ApiError(409, "Publishing is frozen", str(exc), extra={"freeze": {
-            "scope": row.scope, "reason": row.reason, "frozen_by": row.frozen_by,
-            "frozen_at": iso(row.frozen_at)}})
-    fields = {k: v for k, v in exc.errors.items() if k != "form"}
-    if isinstance(exc, posts.StalePost) or not fields:
-        return ApiError(409, "Conflict", str(exc))
-    first = next(iter(fields))
-    return ApiError(422, f"Invalid field: {first}",
-                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
-
-
-def _get(post_id: int) -> Post:
-    try:
-        return posts.get_post(post_id)
-    except posts.PostNotFound as exc:
-        raise _refusal(exc) from None
 
 
 @bp.get("/posts")
@@ -69,7 +31,7 @@ def list_posts():
 @api_role("viewer")
 def get_post(post_id: int):
     """Show one post."""
-    return jsonify(post_json(_get(post_id)))
+    return jsonify(post_json(get_or_404(post_id)))
 
 
 @bp.post("/posts")
@@ -85,7 +47,7 @@ def create_post():
     try:  # checks the text and the times together: a refusal names every bad field
         post = posts.create_post(title, slug, body, publish_at, unpublish_at)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     return created(post_json(post), url_for("api.get_post", post_id=post.id))
 
 
@@ -94,7 +56,7 @@ def create_post():
 def update_post(post_id: int):
     """Change a post's text and/or schedule; send version to refuse a stale edit (409)."""
     data = json_body(FIELDS | {"version"})
-    post = _get(post_id)
+    post = get_or_404(post_id)
     version = data.get("version", post.version)
     if not isinstance(version, int) or isinstance(version, bool):
         raise invalid("version", "must be a whole number")
@@ -105,8 +67,8 @@ def update_post(post_id: int):
     try:
         posts.change_post(post.id, version, text, times)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(post_json(_get(post_id)))
+        raise refusal(exc) from None
+    return jsonify(post_json(get_or_404(post_id)))
 
 
 def _parse_changes(data: dict, post: Post) -> tuple[posts.TypedText | None, dict]:
@@ -136,5 +98,5 @@ def publish_post(post_id: int):
     try:
         posts.publish_now(post_id, current_app.config["INSTANCE_NAME"], override)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(post_json(_get(post_id)))
+        raise refusal(exc) from None
+    return jsonify(post_json(get_or_404(post_id)))
