@@ -121,8 +121,10 @@ def test_a_new_install_shows_no_data_before_it_ran_and_marks_a_failover(app, aut
         db.session.commit()
         timeline = build_timeline(now)
         [window] = report(now)
+    # the drawing starts at the first data (the deploy), not 24 hours back
+    assert timeline.since == now - timedelta(minutes=10) and timeline.starts_at_first_data
     first, *rest = timeline.lanes["publish"]
-    assert not first.known and first.seconds > 23 * 3600  # before the first event: no data
+    assert not first.known and first.seconds == 60  # released, not yet running: no data
     assert [s.known for s in rest if not s.holder] == [True]  # the 0.4 s failover gap
     assert [(how, round(gap, 1)) for _, how, gap in timeline.failovers["publish"]] == [
         ("ended", 0.4)]
@@ -130,6 +132,32 @@ def test_a_new_install_shows_no_data_before_it_ran_and_marks_a_failover(app, aut
     page = text(auth.client("viewer").get("/status/"))
     assert 'class="seg nodata"' in page and "no data yet" in page
     assert 'class="failover"' in page and "without a leader" in page
+    assert "Since " in page and "(when Soloist first ran, 10 min 0 s ago)" in page
+
+
+def test_a_new_install_is_drawn_from_its_first_leader_across_the_width_without_a_red_sliver(
+        app, auth):
+    # 20 minutes old, no deploy recorded: each key taken as the fleet started, a moment apart
+    with app.app_context():
+        now = datetime.now(UTC)
+        began = now - timedelta(minutes=20)
+        db.session.add_all([
+            LeaderEvent(key=PUBLISH.value, kind="acquired", term=1, holder="soloist:web.1:7:ab",
+                        at=began),
+            LeaderEvent(key=PLUGINS_KEY, kind="acquired", term=1, holder="soloist:web.1:7:ab",
+                        at=began + timedelta(seconds=0.3))])
+        db.session.commit()
+        timeline = build_timeline(now)
+    assert timeline.since == began and timeline.until == now
+    assert timeline.x(began) == 90 and timeline.x(now) == 1000  # the 20 minutes fill the width
+    for name, segments in timeline.lanes.items():  # no "no leader" before the first leader
+        assert [s for s in segments if not s.holder and s.known] == [], name
+    # the axis reads in minutes, not hours: a mark every 5 minutes
+    ticks = timeline.ticks(8)
+    assert 3 <= len(ticks) <= 4 and all(t.minute % 5 == 0 and t.second == 0 for t in ticks)
+    page = text(auth.client("viewer").get("/status/"))
+    assert 'class="seg none"' not in page, page.split('id="timeline"')[1][:3000]
+    assert "no data yet" not in page
 
 
 def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):

@@ -21,6 +21,7 @@ from ..accounts.security import role_required
 from ..accounts.stepup import step_up
 from ..db import ping
 from ..leadership.status import find_key, shared_snapshot, snapshot
+from ..ops import freezes, verdict
 from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
@@ -65,10 +66,9 @@ def _helpers() -> dict:
 def index():
     """Show the leader view (its live part polls the fragment) and the last 24 hours."""
     snap = snapshot()
-    timeline = build_timeline(snap.as_of)
-    return render_template("status/index.html", snap=snap, tl=timeline,
-                           conns=_connections(snap),
-                           windows=report(snap.as_of, timeline=timeline),
+    live = _live_context(snap)
+    return render_template("status/index.html", snap=snap, **live,
+                           windows=report(snap.as_of, timeline=live["tl"]),
                            window_minutes=int(WINDOW.total_seconds() // 60),
                            replica=replica_status(), bound=bound().total_seconds(),
                            held=held_for_replica(snap.as_of),
@@ -98,12 +98,19 @@ def _render_live(snap) -> str:
     if found is None or found[0] is not snap:
         # a new snapshot starts a new store; the swap is one atomic assignment, no lock
         pages: dict[tuple[bool, str], str] = {}
-        found = (snap, pages, _connections(snap))
+        found = (snap, pages, _live_context(snap))
         current_app.extensions["soloist_status_html"] = found
     html = found[1].get(key)
     if html is None:
-        html = found[1][key] = render_template("status/_live.html", snap=snap, conns=found[2])
+        html = found[1][key] = render_template("status/_live.html", snap=snap, **found[2])
     return html
+
+
+def _live_context(snap) -> dict:
+    """Read what the live part shows beside the snapshot: the verdict's problems, the
+    timeline (so a failover shows without a reload) and the connections."""
+    found = verdict.problems(snap, freezes.active(), current_app.config["FOLLOWER_POLL_SECONDS"])
+    return {"problems": found, "tl": build_timeline(snap.as_of), "conns": _connections(snap)}
 
 
 def _connections(snap) -> dict | None:
