@@ -54,6 +54,7 @@ class Timeline:
     # evicted, lost): (when, its kind, seconds without a leader)
     failovers: dict[str, list[tuple[datetime, str, float]]] = field(default_factory=dict)
     starts_at_first_data: bool = False  # since is when Soloist first ran, less than span ago
+    drawings: dict[str, str] = field(default_factory=dict)  # its HTML, by the reader's zone
 
     def x(self, moment: datetime, wide: int = 1000) -> float:
         """Return where moment falls in a drawing wide units across (names on the left)."""
@@ -203,6 +204,13 @@ def lane(key: int, since: datetime, until: datetime, first_seen=UNSET,
         segments.append(Segment(nobody_since, until))
     return no_data_before(sorted(segments, key=lambda s: (s.start, s.end)),
                           first_event_at() if first_seen is UNSET else first_seen)
+
+
+def changes_mark() -> tuple[int | None, int | None]:
+    """Return the newest leadership event's and deploy's ids: a timeline built under another
+    mark is out of date (two primary-key reads)."""
+    return (db.session.scalar(sa.select(sa.func.max(LeaderEvent.id))),
+            db.session.scalar(sa.select(sa.func.max(Deploy.id))))
 
 
 def first_event_at(key: int | None = None) -> datetime | None:
