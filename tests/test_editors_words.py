@@ -4,8 +4,11 @@ has its own pages, for admins (Plugins) and ops (Status, whose plain first sente
 tests/test_status_in_plain_words.py keeps)."""
 
 import re
+from datetime import UTC, datetime
 
 from tests.harness.support import AuthActions, pages, seed_site, text
+from webapp.extensions import db
+from webapp.models import TimerRun
 from webapp.plugins.endpoints import LABELS, TOPICS
 
 # "your device's lock" (a passkey) and "lock them out" (sign-in tries) are plain English
@@ -24,6 +27,13 @@ def words(html: str) -> str:
 
 def test_no_editor_page_shows_an_engine_room_word(app):
     found = seed_site(app)
+    timer_id = int(found["timer"].rsplit("/", 1)[1])
+    with app.app_context():  # a run, whose page says where it ran: the instance, in words
+        now = datetime.now(UTC)
+        db.session.add(TimerRun(timer_id=timer_id, scheduled_for=now, status="succeeded",
+                                started_at=now, finished_at=now, duration_seconds=0.2,
+                                instance="soloist:web.1:42:abcdefgh:ijklmnop", result="ok"))
+        db.session.commit()
     client = app.test_client()
     AuthActions(client).login("editor")
     heard = {}
@@ -36,6 +46,8 @@ def test_no_editor_page_shows_an_engine_room_word(app):
         if said:
             heard[path] = said
     assert heard == {}
+    runs = words(text(client.get(f"{found['timer']}/runs")))
+    assert "Ran on" in runs and " web.1 " in runs and "abcdefgh" not in runs
 
 
 def test_editors_menu_has_timers_but_not_the_plugins_engine_room(app, auth):

@@ -64,7 +64,7 @@ def test_nothing_running_says_publishing_resumes_when_an_instance_starts(app, au
     assert sentence == (
         "No process leads publishing yet; no other process stands by to take over: publishing "
         "resumes when a Soloist instance starts. No process leads timers and webhooks yet; no "
-        "other process stands by to take over: timers and webhooks resumes when a Soloist "
+        "other process stands by to take over: timers and webhooks resume when a Soloist "
         "instance starts.")
 
 
