@@ -24,6 +24,8 @@ LABELS = 90  # the drawing is 1000 wide; the lanes' names take the left of it
 SHADES = 6  # holders are told apart by one of this many colours (by instance)
 UNSET = object()  # lane()'s first_seen when the caller did not read it
 # the axis's steps, in seconds: 1, 2, 5, 10, 15, 30 min; 1, 2, 3, 6 h
+THIN = 1.0  # drawing units (of 1000 across): thinner segments in a row are one busy stretch
+MARK_GAP = 6.0  # drawing units between two failover marks; closer ones are counted, not drawn
 TICK_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
 
 
@@ -36,6 +38,8 @@ class Segment:
     holder: str = ""
     term: int = 0
     known: bool = True  # False: before the first event ever recorded (no data, not a gap)
+    changes: int = 0  # a busy stretch (Timeline.drawn): this many terms and gaps in it
+    leaderless_s: float = 0.0  # a busy stretch: its time without a leader, in all
 
     @property
     def seconds(self) -> float:
@@ -69,9 +73,32 @@ class Timeline:
             return max(drawn, 0.0)  # no data is no news: never drawn wider than it was
         return max(drawn, 0.8 if segment.holder else 2.5)
 
-    def drawn(self, segments: list["Segment"]) -> list["Segment"]:
-        """Return segments in drawing order: the leaderless ones last, on top."""
-        return sorted(segments, key=lambda s: bool(s.holder), reverse=True)
+    def drawn(self, segments: list["Segment"], wide: int = 1000) -> list["Segment"]:
+        """Return segments in drawing order, the leaderless ones last, on top; a run of three
+        or more each thinner than THIN units is one busy stretch: a flapping day is
+        thousands of terms, too thin to see one by one and slow to draw."""
+        merged: list[Segment] = []
+        run: list[Segment] = []
+        for segment in segments:  # oldest first
+            if segment.known and self.x(segment.end, wide) - self.x(segment.start, wide) < THIN:
+                run.append(segment)
+                continue
+            merged.extend(busy(run))
+            run = []
+            merged.append(segment)
+        merged.extend(busy(run))
+        return sorted(merged, key=lambda s: bool(s.holder or s.changes), reverse=True)
+
+    def marks(self, name: str, wide: int = 1000) -> list[tuple[datetime, str, float, int]]:
+        """Return a lane's failover marks at least MARK_GAP units apart: (when, how, seconds
+        without a leader, how many more the mark stands for)."""
+        shown: list[list] = []
+        for at, how, gap in self.failovers.get(name, []):
+            if shown and self.x(at, wide) - self.x(shown[-1][0], wide) < MARK_GAP:
+                shown[-1][3] += 1
+            else:
+                shown.append([at, how, gap, 0])
+        return [(at, how, gap, more) for at, how, gap, more in shown]
 
     def instances(self) -> list[str]:
         """Return the instances that held a key in this timeline, for the legend."""
@@ -102,11 +129,25 @@ class Timeline:
         return marks
 
     @property
+    def any_busy(self) -> bool:
+        """Return whether the wide drawing has a busy stretch (for the legend)."""
+        return any(s.changes for lane in self.lanes.values() for s in self.drawn(lane))
+
+    @property
     def any_nodata(self) -> bool:
         """Return whether some lane shows time before its data began (for the legend): more
         than a start-up's moment."""
         return any(not s.known and s.seconds > START_GRACE.total_seconds()
                    for lane in self.lanes.values() for s in lane)
+
+
+def busy(run: list[Segment]) -> list[Segment]:
+    """Return run as it is (fewer than three), or as one busy stretch over it."""
+    if len(run) < 3:
+        return run
+    nobody = sum(s.seconds for s in run if not s.holder)
+    return [Segment(run[0].start, run[-1].end, run[-1].holder, run[-1].term,
+                    changes=len(run), leaderless_s=nobody)]
 
 
 def shade_of(instance: str) -> int:
@@ -149,16 +190,20 @@ def build_timeline(now: datetime, span: timedelta = SPAN,
 UNGRACEFUL = ("lost", "evicted", "ended")
 
 
-def events_between(key: int, since: datetime, until: datetime) -> list[LeaderEvent]:
-    """Return key's acquires and ends of terms between since and until, oldest first."""
-    return list(db.session.scalars(
-        sa.select(LeaderEvent).where(LeaderEvent.key == key, LeaderEvent.at >= since,
-                                     LeaderEvent.at <= until,
-                                     LeaderEvent.kind.in_(("acquired", *ENDS)))
+Event = sa.Row[tuple[str, int, str, datetime]]  # kind, term, holder, at: all a lane reads
+
+
+def events_between(key: int, since: datetime, until: datetime) -> list[Event]:
+    """Return key's acquires and ends of terms between since and until, oldest first (rows,
+    not models: a flapping day is thousands of them)."""
+    return list(db.session.execute(
+        sa.select(LeaderEvent.kind, LeaderEvent.term, LeaderEvent.holder, LeaderEvent.at)
+        .where(LeaderEvent.key == key, LeaderEvent.at >= since, LeaderEvent.at <= until,
+               LeaderEvent.kind.in_(("acquired", *ENDS)))
         .order_by(LeaderEvent.at, LeaderEvent.id)))
 
 
-def takeovers(events: list[LeaderEvent]) -> list[tuple[datetime, str, float]]:
+def takeovers(events: list[Event]) -> list[tuple[datetime, str, float]]:
     """Return each acquire (of events_between's) that followed an ungraceful end: when, how,
     how long the key was leaderless."""
     found, ended = [], None
@@ -174,7 +219,7 @@ def takeovers(events: list[LeaderEvent]) -> list[tuple[datetime, str, float]]:
 
 
 def lane(key: int, since: datetime, until: datetime, first_seen=UNSET,
-         events: list[LeaderEvent] | None = None) -> list[Segment]:
+         events: list[Event] | None = None) -> list[Segment]:
     """Return key's segments between since and until (held, leaderless, and no data before
     first_seen, the fleet's first event); first_seen and events are read when not given."""
     before = db.session.scalar(
