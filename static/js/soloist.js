@@ -134,15 +134,28 @@
     } else if (status >= 400) { event.detail.shouldSwap = false; }
   });
   function lost(event) {
-    var target = event.detail.elt.closest("[data-live]");
+    var target = event.detail.elt.closest("[data-live]"), xhr = event.detail.xhr;
     if (target) { target.classList.add("lost"); }
+    // a 503 is the server saying its database is away (webapp.views.errors), not itself
+    if (target && xhr && xhr.status === 503) { target.classList.add("db-away"); }
   }
   document.addEventListener("htmx:sendError", lost);
   document.addEventListener("htmx:responseError", lost);
   document.addEventListener("htmx:timeout", lost);  // a hung server, not just a gone one
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.elt.closest("[data-live]");
-    if (target) { target.classList.remove("lost"); }
+    if (target) { target.classList.remove("lost", "db-away"); }
+  });
+  // A fold the reader opened (or closed) in a polled fragment stays so when the next poll
+  // swaps the fragment in: its state is kept by id across swaps.
+  var folds = {};
+  document.addEventListener("toggle", function (event) {
+    var el = event.target;
+    if (el.tagName === "DETAILS" && el.id) { folds[el.id] = el.open; }
+  }, true);
+  document.addEventListener("htmx:load", function (event) {
+    Array.prototype.forEach.call(event.detail.elt.querySelectorAll("details[id]"),
+      function (el) { if (el.id in folds) { el.open = folds[el.id]; } });
   });
   // Post editor: the text typed but not saved goes with the panel form that schedules or
   // publishes ([data-saves-text]; the server saves it first, refusing someone else's newer
