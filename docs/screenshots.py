@@ -158,6 +158,7 @@ def shoot_live(browser, base: str, beat) -> None:
         page.click("button.primary")
         beat()
         page.goto(base + "/status/")
+        page.click("#status-details > summary")  # the keys and instances are folded
         width = context.pages[0].viewport_size["width"]
         last = page.locator("table.keys" if context is phone else "table.instances")
         bottom = last.bounding_box()

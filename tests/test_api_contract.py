@@ -196,6 +196,9 @@ schema = schemathesis.openapi.from_path(DOCUMENT, config=schemathesis.Config.fro
     # positive data may still be refused for the state of the world (a publish time that has
     # passed, a slug in use, a host that does not resolve): a 422 is the contract there
     "checks": {"positive_data_acceptance": {"enabled": False}},
+    # a post's history and scheduled change: the same refusals as the posts' operations,
+    # fuzzed lightly so the run stays short
+    "operations": [{"include-tag": "revisions", "generation": {"max-examples": 15}}],
 }))
 
 

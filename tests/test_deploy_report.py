@@ -121,8 +121,10 @@ def test_a_new_install_shows_no_data_before_it_ran_and_marks_a_failover(app, aut
         db.session.commit()
         timeline = build_timeline(now)
         [window] = report(now)
+    # the drawing starts at the first data (the deploy), not 24 hours back
+    assert timeline.since == now - timedelta(minutes=10) and timeline.starts_at_first_data
     first, *rest = timeline.lanes["publish"]
-    assert not first.known and first.seconds > 23 * 3600  # before the first event: no data
+    assert not first.known and first.seconds == 60  # released, not yet running: no data
     assert [s.known for s in rest if not s.holder] == [True]  # the 0.4 s failover gap
     assert [(how, round(gap, 1)) for _, how, gap in timeline.failovers["publish"]] == [
         ("ended", 0.4)]
@@ -130,6 +132,32 @@ def test_a_new_install_shows_no_data_before_it_ran_and_marks_a_failover(app, aut
     page = text(auth.client("viewer").get("/status/"))
     assert 'class="seg nodata"' in page and "no data yet" in page
     assert 'class="failover"' in page and "without a leader" in page
+    assert re.search(r"Since .*\(when Soloist first ran, 10 min \d+ s ago\)", page)
+
+
+def test_a_new_install_is_drawn_from_its_first_leader_across_the_width_without_a_red_sliver(
+        app, auth):
+    # 20 minutes old, no deploy recorded: each key taken as the fleet started, a moment apart
+    with app.app_context():
+        now = datetime.now(UTC)
+        began = now - timedelta(minutes=20)
+        db.session.add_all([
+            LeaderEvent(key=PUBLISH.value, kind="acquired", term=1, holder="soloist:web.1:7:ab",
+                        at=began),
+            LeaderEvent(key=PLUGINS_KEY, kind="acquired", term=1, holder="soloist:web.1:7:ab",
+                        at=began + timedelta(seconds=0.3))])
+        db.session.commit()
+        timeline = build_timeline(now)
+    assert timeline.since == began and timeline.until == now
+    assert timeline.x(began) == 90 and timeline.x(now) == 1000  # the 20 minutes fill the width
+    for name, segments in timeline.lanes.items():  # no "no leader" before the first leader
+        assert [s for s in segments if not s.holder and s.known] == [], name
+    # the axis reads in minutes, not hours: a mark every 5 minutes
+    ticks = timeline.ticks(8)
+    assert 3 <= len(ticks) <= 4 and all(t.minute % 5 == 0 and t.second == 0 for t in ticks)
+    page = text(auth.client("viewer").get("/status/"))
+    assert 'class="seg none"' not in page, page.split('id="timeline"')[1][:3000]
+    assert "no data yet" not in page
 
 
 def test_the_status_page_draws_the_last_day_and_each_deploy(app, auth):
@@ -193,3 +221,34 @@ def test_a_rolling_restart_during_due_posts_shows_in_the_report_with_none_missed
     per_post = view.query("SELECT count(*) FROM outbox_events WHERE topic = 'post.published' "
                           "GROUP BY post_id")
     assert len(per_post) == 80 and {n for (n,) in per_post} == {1}
+
+
+def test_a_flapping_hour_is_drawn_as_one_busy_stretch_with_its_marks_thinned(app, auth):
+    # 300 terms in an hour, each ended by a kill (0.2 s without a leader), a day ago to now
+    with app.app_context():
+        now = datetime.now(UTC)
+        began = now - timedelta(hours=23)
+        def holder(term: int) -> str:
+            return f"soloist:web.{term % 2 + 1}:7"
+
+        db.session.add(LeaderEvent(key=PUBLISH.value, kind="acquired", term=1, holder=holder(1),
+                                   at=now - timedelta(hours=24)))
+        for term in range(2, 302):
+            start = began + timedelta(seconds=12 * term)
+            db.session.add_all([
+                LeaderEvent(key=PUBLISH.value, kind="ended", term=term - 1,
+                            holder=holder(term - 1), at=start - timedelta(seconds=0.2)),
+                LeaderEvent(key=PUBLISH.value, kind="acquired", term=term, holder=holder(term),
+                            at=start)])
+        db.session.commit()
+        timeline = build_timeline(now)
+    lane_ = timeline.lanes["publish"]
+    assert len(lane_) > 600  # every term and gap is there to measure
+    drawn = timeline.drawn(lane_)
+    [stretch] = [s for s in drawn if s.changes]
+    assert stretch.changes > 590 and stretch.leaderless_s == pytest.approx(300 * 0.2, abs=0.5)
+    assert len(drawn) < 10
+    marks = timeline.marks("publish")
+    assert len(marks) < 20 and sum(1 + more for *_, more in marks) == 300
+    page = text(auth.client("viewer").get("/status/"))
+    assert page.count("<rect") < 40 and "many changes of leader" in page

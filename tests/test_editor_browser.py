@@ -226,3 +226,18 @@ def test_scheduling_saves_the_text_typed_beside_it_and_leaving_unsaved_text_asks
     wait_for(lambda: asked, 10, "the browser to ask before leaving unsaved text")
     assert asked == ["beforeunload"] and page.url == edit_url
     expect(page.locator("#f-body")).to_have_value("A third body, typed and then walked away from.")
+
+
+def test_back_after_saving_a_new_post_then_save_again_lands_on_that_post_not_a_copy(page):
+    from playwright.sync_api import expect
+
+    write_post(page, "Back and forth", "Saved once, **live**.")
+    edit_url = page.url
+    page.go_back()
+    page.wait_for_url("**/admin/posts/new")
+    expect(page.locator("#f-title")).to_have_value("Back and forth")  # as it was saved
+    page.click("#content-form button.primary")
+    page.wait_for_url(edit_url)
+    expect(page.locator(".flash-success")).to_contain_text("“Back and forth” was saved already")
+    page.goto("/admin/posts/?q=Back+and+forth")
+    expect(page.locator("tbody tr")).to_have_count(1)

@@ -56,7 +56,11 @@ NOT_A_CHANGE = {"posts.preview",  # renders Markdown, writes nothing
                 "passkeys.registration_options", "passkeys.sign_in_options",
                 "passkeys.step_up_options",
                 "passkeys.step_up",  # proves the session again: the change it guards audits
-                "passkeys.confirm"}  # the same, by the step-up prompt, before adding one
+                "passkeys.confirm",  # the same, by the step-up prompt, before adding one
+                # an editor's own unsaved text, every few seconds: no change to anything
+                # shared (the post, its history); the save that ends it is audited
+                "autosaves.keep", "autosaves.keep_new", "autosaves.discard",
+                "autosaves.discard_new", "api.put_autosave", "api.delete_autosave"}
 # a real authenticator makes these: tests/test_passkeys_browser.py checks their audit rows
 AUDITED_IN_CHROMIUM = {"passkeys.register", "passkeys.sign_in"}
 
@@ -174,12 +178,15 @@ def _old_version(w: World) -> int:
         return revisions.current_revision_id(pid)
 
 
-def _restore(w: World):
+def _restore(w: World, api: bool = False):
     rid = _old_version(w)
+    if api:
+        return w.call("POST", f"/api/posts/{w.ids['post']}/revisions/{rid}/restore",
+                      {"version": 1})
     return w.form(f"/admin/posts/{w.ids['post']}/history/{rid}/restore", {"version": 1})
 
 
-def _scheduled_change(w: World, cancel: bool = False):
+def _scheduled_change(w: World, cancel: bool = False, api: bool = False):
     pid = w.post("published")
     with w.app.app_context():
         change = ScheduledChange(post_id=pid, title="Hello", body="New.", base_version=1,
@@ -187,6 +194,9 @@ def _scheduled_change(w: World, cancel: bool = False):
         db.session.add(change)
         db.session.commit()
         change_id = change.id
+    if api:
+        return w.call("DELETE" if cancel else "PATCH", f"/api/posts/{pid}/change",
+                      None if cancel else {"body": "Newer."})
     if cancel:
         return w.form(f"/admin/posts/{pid}/change/cancel")
     return w.form(f"/admin/posts/{pid}/change", {"title": "Hello", "body": "Newer.",
@@ -445,6 +455,16 @@ CASES = [
     Case("api.return_post", "editor", lambda w: w.call(
         "POST", f"/api/posts/{_in_review(w)}/return", {"note": "No."}), "post.return",
          "“Hello”", 200),
+    Case("api.restore_revision", "editor", lambda w: _restore(w, api=True), "post.restore",
+         "“Hello”", 200),
+    Case("api.create_change", "editor", lambda w: w.call(
+        "POST", f"/api/posts/{w.post('published')}/change", {
+            "body": "New.", "apply_at": "2031-01-15T09:30:00Z"}), "post.change_schedule",
+         "“Hello”", 201),
+    Case("api.update_change", "editor", lambda w: _scheduled_change(w, api=True),
+         "post.change_edit", status=200),
+    Case("api.cancel_change", "editor", lambda w: _scheduled_change(w, cancel=True, api=True),
+         "post.change_cancel", "“Hello”", 200),
     Case("api.create_webhook", "admin", lambda w: w.call("POST", "/api/webhooks", {
         "url": "http://127.0.0.1:9/hook", "events": ["post.published"]}), "webhook.create",
          "webhook 1", 201),

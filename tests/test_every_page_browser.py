@@ -1,5 +1,5 @@
-"""Every page, as every role, in real headless Chromium: under the strict Content-Security-
-Policy, and checked with axe-core for accessibility, in one visit.
+"""Every page, as every role, in real headless Chromium at 1280 px: under the strict Content-
+Security-Policy, checked with axe-core for accessibility and for sideways scroll, in one visit.
 
 The app is served from a thread of the test process (werkzeug, real PostgreSQL), so no
 gunicorn is started: the headers come from the app itself. A CSP violation is caught twice,
@@ -32,6 +32,8 @@ XML_VIEWED = {"/feed.xml", "/sitemap.xml"}  # shown by Chromium's XML viewer
 SETTLED = "() => !document.querySelector('.htmx-request')"  # htmx has none in flight
 FAILING = {"serious", "critical"}
 NAMED = {"landmark-unique", "empty-table-header"}  # milder, but reported once: kept fixed
+WIDE = {"width": 1280, "height": 800}  # a laptop (the phone's 390 px: test_every_page_on_a_phone)
+SIDEWAYS = "() => document.scrollingElement.scrollWidth - window.innerWidth"
 
 WATCH = """
 (() => {
@@ -56,7 +58,7 @@ class Tab:
     def __init__(self, browser, base: str, role: str | None) -> None:
         self.violations: list[str] = []
         self.missing: list[str] = []  # every URL the tab asked for that answered 404
-        self.context = browser.new_context(base_url=base)
+        self.context = browser.new_context(base_url=base, viewport=WIDE)
         self.context.expose_function("reportViolation", self._report)
         self.context.add_init_script(WATCH)
         self.page = self.context.new_page()
@@ -124,6 +126,8 @@ def visit_all(browser, axe, site: dict, role: str | None) -> list[str]:
                 tab.page.wait_for_function(SETTLED)  # fragments loaded with the page are in
                 wrong += [f"{who} {path}: {violation}"
                           for violation in accessibility_violations(axe, tab.page)]
+                if (over := tab.page.evaluate(SIDEWAYS)) > 0:
+                    wrong.append(f"{who} {path}: scrolls {over} px sideways at 1280 px")
         tab.page.evaluate("() => 0")  # a round trip: reports already sent have arrived
     finally:
         tab.close()

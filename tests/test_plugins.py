@@ -84,7 +84,7 @@ def test_a_broken_plugin_is_shown_with_its_error_and_the_others_load(app, auth, 
     assert broken["broken"].error == (
         "ModuleNotFoundError: No module named 'soloist_missing_dependency'")
     assert "not a soloist Plugin" in broken["odd"].error
-    page = auth.client("editor").get("/admin/plugins/").get_data(as_text=True)
+    page = auth.client("admin").get("/admin/plugins/").get_data(as_text=True)
     assert "No module named &#39;soloist_missing_dependency&#39;" in page
     assert 'id="plugin-good"' in page and "good.ping" in page
 

@@ -100,13 +100,29 @@ def test_a_new_post_with_a_past_time_is_offered_only_what_its_form_has(app, edit
     assert drafted.status_code == 303 and count_posts(app) == 1
 
 
-def test_a_duplicate_slug_is_refused_and_the_typed_post_is_kept(app, editor):
-    new_post(app, "Hello", slug="hello")
-    response = post_form(editor, "/admin/posts/new", {"title": "Hello", "slug": "",
+def test_a_new_post_form_sent_again_opens_the_post_it_made_keeping_text_typed_since(
+        app, editor):
+    form = {"title": "Once", "slug": "", "body": "First words.", "once": "tok-1"}
+    made = post_form(editor, "/admin/posts/new", form)
+    again = post_form(editor, "/admin/posts/new", form)
+    assert again.status_code == 303 and again.headers["Location"] == made.headers["Location"]
+    assert "“Once” was saved already" in text(editor.get(again.headers["Location"]))
+    changed = post_form(editor, "/admin/posts/new", {**form, "body": "Words typed after Back."})
+    page = text(changed)
+    assert changed.status_code == 409 and "You saved this post already" in page
+    assert "Words typed after Back." in page and count_posts(app) == 1
+    assert post_form(editor, "/admin/posts/new", {**form, "once": "tok-2"}).status_code == 422
+
+
+def test_a_duplicate_slug_is_refused_linking_the_post_that_has_it_and_keeps_the_text(
+        app, editor):
+    first = new_post(app, "Hello <b>", slug="hello")
+    response = post_form(editor, "/admin/posts/new", {"title": "Hello <b>", "slug": "hello",
                                                       "body": "my second take"})
     assert response.status_code == 422
-    assert "Another post uses this slug" in text(response) and "my second take" in text(response)
-    assert count_posts(app) == 1
+    assert (f"“Hello &lt;b&gt;” uses this slug already — <a href=\"/admin/posts/{first}\">"
+            "open it</a>, or pick another.") in text(response)
+    assert "my second take" in text(response) and count_posts(app) == 1
 
 
 def test_a_request_far_over_the_limit_gets_a_friendly_413_not_a_500(app, editor):
@@ -142,7 +158,7 @@ def test_a_stale_form_is_refused_with_a_message_and_the_typed_text_kept(app, aut
     refused = post_form(editor, f"/admin/posts/{post_id}", {
         "title": "Hello", "slug": "hello", "body": "my change", **mine})
     assert refused.status_code == 409
-    assert "Someone else changed this post" in text(refused) and "my change" in text(refused)
+    assert "other@example.com changed this post" in text(refused) and "my change" in text(refused)
     assert load(app, post_id).body == "their change"
     forced = text(refused).split('name="force_version" value="')[1].split('"')[0]
     replaced = post_form(editor, f"/admin/posts/{post_id}", {

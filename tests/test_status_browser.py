@@ -27,7 +27,12 @@ def shown_holder(page) -> str | None:
     return page.get_attribute('tr[data-key="publish"] [data-holder]', "data-holder")
 
 
-def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_killed(
+def drawn_terms(page) -> str:
+    """Return the titles of the wide timeline's publish lane segments, as one text."""
+    return " ".join(page.locator("svg.timeline.wide rect.seg title").all_text_contents())
+
+
+def test_status_page_shows_the_new_holder_and_its_term_without_reload_after_a_kill(
         browser, fleet):
     fleet.wait_settled()
     old = fleet.view.holder(PUBLISH_KEY)
@@ -36,12 +41,16 @@ def test_status_page_shows_the_new_holder_without_reload_after_the_leader_is_kil
         assert shown_holder(page) == old
         as_of = page.text_content("time.as-of")
         page.evaluate("window.sameDocument = true")
+        drawn_before = drawn_terms(page)
         os.kill(pid_of(old), signal.SIGKILL)
         killed = time.monotonic()
         new = wait_for(lambda: shown_holder(page) not in (old, "") and shown_holder(page), 15,
                        "the page to show a new holder of the publish key", interval=0.1)
         took = time.monotonic() - killed
         assert new == fleet.view.holder(PUBLISH_KEY)
+        # the timeline follows too: the new holder's term is drawn in the publish lane
+        wait_for(lambda: drawn_terms(page).count(new) > drawn_before.count(new), 15,
+                 "the timeline to draw the new term", interval=0.1)
         assert page.evaluate("window.sameDocument") is True  # swapped in, not reloaded
         assert page.text_content("time.as-of") != as_of
         assert took < 8, f"the page took {took:.1f} s to show the new holder"

@@ -6,6 +6,7 @@ sideways; a wide screen keeps the tables. The screenshots land in pytest's tmp_p
 handbook's come from docs/screenshots.py).
 """
 
+from tests.harness.cluster import wait_for
 from tests.harness.support import leaders, sign_in_page
 
 PHONE = {"width": 390, "height": 844}
@@ -30,6 +31,7 @@ def open_status(browser, site: dict, viewport: dict, **device):
     page = context.new_page()
     sign_in_page(page, "admin@example.com")
     page.goto("/status/")
+    page.click("#status-details > summary")  # the keys, instances and history are folded
     return page
 
 
@@ -72,6 +74,11 @@ def test_on_a_wide_screen_the_status_page_keeps_its_tables(browser, site, app, p
                 assert page.locator(f"table.{table} thead").is_visible(), table
                 row = page.locator(f"table.{table} tbody tr").first
                 assert row.evaluate("r => getComputedStyle(r).display") == "table-row"
+            # the fold the reader opened stays open when the next poll swaps the part in
+            as_of = page.text_content("time.as-of")
+            wait_for(lambda: page.text_content("time.as-of") != as_of, 15, "the next poll",
+                     interval=0.1)
+            assert page.locator("#status-details").evaluate("d => d.open") is True
             header = page.locator("table.keys thead th").all_inner_texts()
             assert [h.lower() for h in header[1:7]] == [
                 "holder", "term", "held since", "heartbeat", "standbys", "last work"]

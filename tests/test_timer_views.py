@@ -131,9 +131,10 @@ def test_only_admins_see_the_webhooks_page(app, auth):
     assert "/admin/webhooks/" in admin.get("/admin/").get_data(as_text=True)
 
 
-def test_only_admins_switch_plugins_off(app, auth):
+def test_only_admins_see_and_switch_plugins(app, auth):
     editor = auth.client("editor")
-    assert editor.get("/admin/plugins/").status_code == 200
+    assert editor.get("/admin/plugins/").status_code == 403  # the engine room
+    assert "/admin/plugins/" not in editor.get("/admin/").get_data(as_text=True)
     assert post_form(editor, "/admin/plugins/sitemap/disable").status_code == 403
     admin = auth.client("admin")
     assert post_form(admin, "/admin/plugins/sitemap/disable").status_code == 303

@@ -298,6 +298,8 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         "SITE_DESCRIPTION": env.get("SITE_DESCRIPTION", "").strip(),
         # the zone readers' dates are in ("1 December 2026"); an unknown zone reads as UTC
         "SITE_TIMEZONE": env.get("SITE_TIMEZONE", "").strip() or "UTC",
+        # the language readers' pages and the feed declare (<html lang>, xml:lang)
+        "SITE_LANGUAGE": env.get("SITE_LANGUAGE", "").strip() or "en",
         # how long a CDN or browser may serve a public page without asking again, and how
         # long after that a stale copy while it asks (0 and 0: ask every time, get a 304)
         "SITE_MAX_AGE_SECONDS": env_int(env, "SITE_MAX_AGE_SECONDS", 60),

@@ -90,6 +90,14 @@ def reader_date(moment: datetime | None, zone: str | None = None) -> str:
     return f"{local_.day} {local_:%B %Y}"
 
 
+def reader_stamp(moment: datetime, zone: str) -> str:
+    """Return a moment for a feed: RFC 3339 at the site zone's offset
+    (2026-12-03T00:04:00+01:00), so a reader that shows its date shows the site's day.
+
+    Fractions of a second stay: the feed's updated moves forward at every change."""
+    return to_local(moment, zone).isoformat()
+
+
 def _site_zone() -> str:
     return current_app.config["SITE_TIMEZONE"]
 
@@ -196,3 +204,4 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(human, "human")
     app.add_template_filter(when, "when")
     app.add_template_filter(reader_date, "reader_date")
+    app.add_template_filter(reader_stamp, "reader_stamp")

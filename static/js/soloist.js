@@ -134,15 +134,28 @@
     } else if (status >= 400) { event.detail.shouldSwap = false; }
   });
   function lost(event) {
-    var target = event.detail.elt.closest("[data-live]");
+    var target = event.detail.elt.closest("[data-live]"), xhr = event.detail.xhr;
     if (target) { target.classList.add("lost"); }
+    // a 503 is the server saying its database is away (webapp.views.errors), not itself
+    if (target && xhr && xhr.status === 503) { target.classList.add("db-away"); }
   }
   document.addEventListener("htmx:sendError", lost);
   document.addEventListener("htmx:responseError", lost);
   document.addEventListener("htmx:timeout", lost);  // a hung server, not just a gone one
   document.addEventListener("htmx:afterSwap", function (event) {
     var target = event.detail.elt.closest("[data-live]");
-    if (target) { target.classList.remove("lost"); }
+    if (target) { target.classList.remove("lost", "db-away"); }
+  });
+  // A fold the reader opened (or closed) in a polled fragment stays so when the next poll
+  // swaps the fragment in: its state is kept by id across swaps.
+  var folds = {};
+  document.addEventListener("toggle", function (event) {
+    var el = event.target;
+    if (el.tagName === "DETAILS" && el.id) { folds[el.id] = el.open; }
+  }, true);
+  document.addEventListener("htmx:load", function (event) {
+    Array.prototype.forEach.call(event.detail.elt.querySelectorAll("details[id]"),
+      function (el) { if (el.id in folds) { el.open = folds[el.id]; } });
   });
   // Post editor: the text typed but not saved goes with the panel form that schedules or
   // publishes ([data-saves-text]; the server saves it first, refusing someone else's newer
@@ -154,6 +167,22 @@
         return (el.tagName === "TEXTAREA" || el.type === "text") && el.value !== el.defaultValue;
       }));
   }
+  // New post: Back after saving refetches the form with a new one-time token and no title.
+  // The history entry keeps the saved form's token and title, so saving again opens the post
+  // it made (the server knows the token), never a copy that clashes with it.
+  function keepOnce(form) {
+    if (form.elements.once) {
+      history.replaceState(Object.assign({}, history.state, {
+        soloistOnce: form.elements.once.value, soloistTitle: form.elements.title.value}), "");
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    var form = document.getElementById("content-form"), kept = history.state;
+    if (form && form.elements.once && kept && kept.soloistOnce) {
+      form.elements.once.value = kept.soloistOnce;
+      if (!form.elements.title.value) { form.elements.title.value = kept.soloistTitle || ""; }
+    }
+  });
   function carry(form, name, value) {
     var input = form.querySelector("input[type=hidden][name=" + name + "][data-carried]");
     if (!input) {
@@ -165,7 +194,7 @@
   }
   document.addEventListener("submit", function (event) {
     var form = event.target, text = document.getElementById("content-form");
-    if (!text || form === text) { leaving = true; return; }
+    if (!text || form === text) { leaving = true; keepOnce(form); return; }
     if (!form.hasAttribute("data-saves-text") || !unsaved(text)) {
       leaving = !unsaved(text);
       return;

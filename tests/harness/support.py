@@ -514,7 +514,7 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         (f"/admin/posts/{site['post']}/compare?a={site['revision']}", "editor"),
         (f"/admin/posts/{site['post']}/change", "editor"),
         ("/admin/timers/new", "editor"), (timer, "editor"), (f"{timer}/edit", "editor"),
-        ("/admin/plugins/", "editor"),
+        ("/admin/plugins/", "admin"),
         ("/admin/calendar/", "editor"), ("/admin/calendar/?view=week&timers=1", "editor"),
         ("/status/publish/step-down", "admin"), ("/status/plugins/evict", "admin"),
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),

@@ -173,6 +173,8 @@ HARMLESS: dict[str, str] = {
     "timers.create": TIMERS, "timers.edit": TIMERS, "timers.delete": TIMERS,
     "timers.pause": TIMERS, "timers.resume": TIMERS, "timers.run_now": TIMERS,
     "api.create_post": EVERYDAY, "api.update_post": EVERYDAY, "api.publish_post": EVERYDAY,
+    "api.restore_revision": EVERYDAY, "api.create_change": EVERYDAY,
+    "api.update_change": EVERYDAY, "api.cancel_change": EVERYDAY,
     "api.run_timer": TIMERS, "api.upload_media": MEDIA, "api.delete_media": MEDIA,
     # admins' changes that give no access and send nothing anywhere new
     "plugins.switch": "switches installed code on or off: installs none, adds no receiver",

@@ -13,6 +13,7 @@ from .accounts import (
     WebAuthnChallenge,
 )
 from .audit import AuditEvent
+from .autosaves import PostAutosave
 from .leadership import LeaderEvent, LeaderState, ProcessVersion
 from .media import MediaFile, MediaVariant
 from .ops import Deploy, Freeze, ReleaseBackfill
@@ -49,6 +50,7 @@ __all__ = [
     "PluginDocument",
     "PluginState",
     "Post",
+    "PostAutosave",
     "PostReview",
     "PostRevision",
     "PreviewLink",

@@ -19,6 +19,8 @@ class SiteState(Model):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str | None] = mapped_column(sa.String(100))  # None: SITE_NAME
     description: Mapped[str | None] = mapped_column(sa.String(300))  # None: SITE_DESCRIPTION
+    timezone: Mapped[str | None] = mapped_column(sa.String(64))  # None: SITE_TIMEZONE
+    language: Mapped[str | None] = mapped_column(sa.String(35))  # None: SITE_LANGUAGE
     # bumped with every change a reader could see: the index's and the feed's validator
     version: Mapped[int] = mapped_column(sa.BigInteger, default=0, server_default="0")
     changed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -26,6 +26,21 @@ from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
 TOPICS = (*TOPIC_HOOKS, *review.TOPICS, *alerts.OPS_TOPICS)
+# each event as the webhooks page says it; the raw name is shown small beside it
+LABELS = {
+    "post.published": "A post goes live",
+    "post.unpublished": "A post is taken down",
+    "post.updated": "A live post's text changes",
+    "post.submitted": "A post is submitted for review",
+    "post.approved": "A post in review is approved",
+    "post.returned": "A post in review is sent back with a note",
+    "ops.no_leader": "Nobody is publishing (or running timers)",
+    "ops.leader_evicted": "A stuck process was replaced",
+    "ops.post_late": "A post is late",
+    "ops.timer_paused": "A timer paused itself after failures",
+    "ops.webhook_failing": "A webhook keeps failing",
+    "ops.purge_failing": "A cache purge keeps failing",
+}
 FORMATS = ("standard", "slack")  # the event as JSON, or Slack's {"text": ...}
 DEFAULT_TOPICS = tuple(TOPIC_HOOKS)  # the form's first offer; ops alerts are opted into
 MIN_SECRET = 16

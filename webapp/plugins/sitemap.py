@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..models import OutboxEvent, PluginDocument, Post
+from ..timefmt import html_datetime
 from .base import HookEvent, Param, Plugin, RunContext
 
 DOCUMENT = "sitemap.xml"
@@ -31,7 +32,8 @@ def rebuild(now: datetime, limit: int = LIMIT) -> int:
         .where(Post.status == "published")
         .order_by(Post.published_at.desc(), Post.id.desc()).limit(limit)).all()
     entries = [{"path": f"/posts/{quote(slug)}",
-                "lastmod": max(t for t in (updated, published) if t).date().isoformat()}
+                # the moment, not a UTC date: 00:04 in Paris is not the day before there
+                "lastmod": html_datetime(max(t for t in (updated, published) if t))}
                for slug, updated, published in rows]
     document = db.session.get(PluginDocument, DOCUMENT) or PluginDocument(name=DOCUMENT)
     if document.content is None or json.loads(document.content)["entries"] != entries:

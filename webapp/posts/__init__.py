@@ -9,10 +9,11 @@ draft to someone without an account. The modules lend each other public names on
 what the rest of the house may use is exported here. It may import the bottom of the house,
 leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
 validators follow, bumped in the same transaction); nothing that builds on posts
-(plugins, timers, scheduling, views).
+(plugins, timers, scheduling, views). `autosaves` keeps an editor's unsaved text beside a
+post; `conflicts` says who saved a post since a form opened, and what changed.
 """
 
-from . import gate, review, revisions
+from . import autosaves, conflicts, gate, review, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -27,6 +28,7 @@ from .edits import (
     create_post,
     get_post,
     is_slug,
+    restore_revision,
     slugify,
     update_post,
 )
@@ -35,6 +37,7 @@ from .errors import (
     PostNotFound,
     PublishingFrozen,
     PublishTimeInPast,
+    SlugTaken,
     StalePost,
     StaleText,
 )
@@ -92,10 +95,9 @@ __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
-    "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "cancel_change", "gate", "NeedsReview", "pending_change", "review",
-    "revisions", "schedule_change",
-    "upcoming_changes",
+    "PublishTimeInPast", "SlugTaken", "StalePost", "StaleText", "TypedText", "ChangeState",
+    "apply_due_changes", "autosaves", "cancel_change", "conflicts", "gate", "NeedsReview",
+    "pending_change", "review", "revisions", "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",
     "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",
@@ -105,5 +107,5 @@ __all__ = [
     "published_by_slug", "published_page", "published_post",
     "recently_published", "revoke_link",
     "slugify", "status_counts", "unpublish_expired", "unpublish_post",
-    "unschedule_post", "upcoming", "update_post", "write_outbox",
+    "unschedule_post", "upcoming", "update_post", "restore_revision", "write_outbox",
 ]

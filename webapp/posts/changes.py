@@ -27,6 +27,7 @@ from .edits import (
 )
 from .errors import PostError, StalePost
 from .lifecycle import SCHEDULABLE
+from .unsaved import forget
 
 Approval = Callable[[Post, datetime], None]
 
@@ -66,6 +67,7 @@ def change_post(post_id: int, version: int, text: TypedText | None,
     with refusing_a_taken_slug():
         if fields is not None:
             write_text(post, fields, now)
+            forget(post_id)  # the saver's autosave: saved now
         db.session.commit()
     return post
 

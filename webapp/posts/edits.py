@@ -19,8 +19,9 @@ from ..ops import audit
 from ..site import state
 from ..site.xmltext import unsafe_character
 from . import gate, revisions
-from .errors import PostError, PostNotFound, PublishTimeInPast, StaleText
+from .errors import PostError, PostNotFound, PublishTimeInPast, SlugTaken, StaleText
 from .outbox import write_outbox
+from .unsaved import forget, forget_new
 
 MAX_TITLE = 200
 MAX_SLUG = 200
@@ -94,14 +95,13 @@ def get_post(post_id: int) -> Post:
     return post
 
 
-def _slug_taken(slug: str, except_id: int | None = None) -> bool:
-    query = sa.select(Post.id).where(Post.slug == slug)
+def slug_taken(slug: str, except_id: int | None = None) -> SlugTaken | None:
+    """Return the refusal naming the post that has slug (other than except_id), or None."""
+    query = sa.select(Post.id, Post.title).where(Post.slug == slug)
     if except_id is not None:
         query = query.where(Post.id != except_id)
-    return db.session.scalar(query.limit(1)) is not None
-
-
-SLUG_TAKEN = {"slug": "Another post uses this slug already; pick another."}
+    owner = db.session.execute(query.limit(1)).first()
+    return None if owner is None else SlugTaken(owner.id, owner.title)
 
 
 @contextmanager
@@ -114,7 +114,7 @@ def refusing_a_taken_slug() -> Iterator[None]:
         if "slug" not in str(exc.orig):  # another constraint's refusal is not a slug's
             raise
         db.session.rollback()
-        raise PostError(dict(SLUG_TAKEN)) from None
+        raise SlugTaken(None, None) from None  # the racing post: not ours to name
 
 
 @dataclass(frozen=True)
@@ -137,8 +137,8 @@ def check_text(post_id: int, typed: TypedText) -> PostFields:
     """Return typed's fields checked for post_id, or raise PostError (a bad field, a slug in
     use). Call it before lock_post: it reads."""
     fields = check_fields(typed.title, typed.slug, typed.body)
-    if _slug_taken(fields.slug, except_id=post_id):
-        raise PostError(dict(SLUG_TAKEN))
+    if taken := slug_taken(fields.slug, except_id=post_id):
+        raise taken
     return fields
 
 
@@ -242,8 +242,8 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         raise PostError(errors)
     if publish_at is not None:
         gate.refuse_going_live(0)
-    if _slug_taken(fields.slug):
-        raise PostError(dict(SLUG_TAKEN))
+    if taken := slug_taken(fields.slug):
+        raise taken
     post = Post(title=fields.title, slug=fields.slug, body=fields.body, version=1,
                 status="draft" if publish_at is None else "scheduled",
                 publish_at=publish_at, unpublish_at=unpublish_at)
@@ -257,6 +257,7 @@ def create_post(title: str, slug: str, body: str, publish_at: datetime | None = 
         audit.record("post.create", audit.target("post", post.id, post.title), detail)
         gate.note_writer(post)
         revisions.keep(post.id, post.title, post.body, "create", live=False)
+        forget_new(post.title, post.body)
         if publish_at is not None:
             wake_scheduler(PUBLISH.name)  # delivered at commit: the leader sleeps until then
         db.session.commit()
@@ -288,8 +289,23 @@ def update_post(post_id: int, version: int, digest: str | None, title: str, slug
     post.updated_at = now
     with refusing_a_taken_slug():
         write_text(post, fields, now, restored_from)
+        forget(post_id)  # the saver's autosave: saved now
         db.session.commit()
     return post
+
+
+def restore_revision(post_id: int, revision_id: int, version: int) -> Post:
+    """Bring an old version's title and body back as a new version (the slug stays), if
+    nobody changed the post since version; the page and the API's one way in.
+
+    Raise PostNotFound, PostError naming "revision" (none such, or the text it has now),
+    or StalePost.
+    """
+    post = get_post(post_id)
+    found = revisions.get_revision(post_id, revision_id)
+    revisions.check_restore(post, found)
+    return update_post(post_id, version, None, found.title, post.slug, found.body,
+                       restored_from=found.id)
 
 
 def updated(rows: Sequence[sa.Row | Post], now: datetime, writer: str = "") -> None:

@@ -18,6 +18,15 @@ class PostNotFound(PostError):
         super().__init__({"form": "That post does not exist (any more)."})
 
 
+class SlugTaken(PostError):
+    """Another post has the slug: owner_id and owner_title name it, so a page can link it."""
+
+    def __init__(self, owner_id: int | None, owner_title: str | None) -> None:
+        who = f"“{owner_title}”" if owner_title else "Another post"
+        super().__init__({"slug": f"{who} uses this slug already; pick another."})
+        self.owner_id, self.owner_title = owner_id, owner_title
+
+
 class StalePost(PostError):
     """Someone else changed the post after this form was opened."""
 

@@ -6,12 +6,13 @@ helpers through here, so that no view imports another.
 
 from datetime import datetime
 
-from flask import abort, render_template
+from flask import abort, render_template, request, url_for
 from flask_login import current_user
+from markupsafe import Markup
 
 from .. import media, posts
 from ..models import Post
-from ..posts import PostError, PostNotFound
+from ..posts import PostError, PostNotFound, SlugTaken
 from ..site import markdown
 from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone_names
 
@@ -19,6 +20,15 @@ from ..timezones import TimeInputError, get_zone, input_value, parse_local, zone
 def editor_zone() -> str:
     """Return the zone the signed-in editor reads and types times in."""
     return current_user.timezone or "UTC"
+
+
+def form_errors(exc: PostError) -> dict:
+    """Return a refusal's messages for the form: a slug in use links the post that has it."""
+    if not isinstance(exc, SlugTaken) or exc.owner_id is None:
+        return exc.errors
+    return {**exc.errors, "slug": Markup(
+        '“{}” uses this slug already — <a href="{}">open it</a>, or pick another.').format(
+        exc.owner_title, url_for("posts.edit", post_id=exc.owner_id))}
 
 
 def post_or_404(post_id: int) -> Post:
@@ -62,16 +72,38 @@ def render(body: str):
 def edit_page(post: Post, status: int = 200, **context):
     """Render the editor's page for post: its text (or form, as typed), the publication panel
     (sched, sched_errors: as typed and refused), its preview links."""
-    form = context.pop("form", None) or {
+    form = context.pop("form", None)
+    if form is None:  # the page opened afresh: the editor's unsaved text offered, or restored
+        form, context["autosave"] = unsaved_text(post)
+    form = form or {
         "title": post.title, "slug": post.slug, "body": post.body, "version": post.version,
         "digest": posts.content_digest(post.title, post.slug, post.body)}
     context.setdefault("errors", {})
+    if context.get("stale") is not None:  # said once, by the banner, with what changed
+        context["errors"] = {k: v for k, v in context["errors"].items() if k != "form"}
+        context["conflict"] = posts.conflicts.explain(
+            post, form.get("digest", ""), form.get("slug", ""), current_user.id)
     page = panel_context(post, **context)
     if (post.status in posts.SHAREABLE or page["pending"]) and current_user.can("editor"):
         # the "Share a preview" section (a contributor's posts are shared by a reviewer)
         page.setdefault("preview_links", posts.live_links(post.id))
     return render_template("posts/edit.html", form=form, preview=render(form["body"]),
                            **page), status
+
+
+def unsaved_text(post: Post | None) -> tuple[dict | None, posts.autosaves.Offer | None]:
+    """Return the form as the editor's autosave of post (None: New post) holds it, when the
+    page asks to restore it (?restore=1); else None and the offer of it, if there is one."""
+    offer = posts.autosaves.offer(current_user.id, post)
+    if offer is None or not request.args.get("restore"):
+        return None, offer
+    row = offer.autosave
+    form = {"title": row.title, "slug": row.slug, "body": row.body, "restored": row.saved_at}
+    if post is not None:  # a save checks the text against the version it was typed on
+        form.update(version=row.base_version or post.version, digest=row.base_digest)
+    else:
+        form.update(publish_at=row.publish_at, zone=row.zone or editor_zone())
+    return form, None
 
 
 def panel_context(post: Post, sched: dict | None = None, sched_errors: dict | None = None,

@@ -2,7 +2,7 @@
 
 from contextlib import suppress
 
-from flask import Flask, current_app, jsonify, render_template, request
+from flask import Flask, current_app, g, jsonify, render_template, request
 from flask_login import current_user
 from flask_wtf.csrf import CSRFError
 from sqlalchemy import exc as sa_exc
@@ -46,6 +46,13 @@ PUBLIC_BLUEPRINTS = ("site", "previews")
 NOT_FOUND_HEADING = "Page not found"
 NOT_FOUND_MESSAGE = ("There is nothing at this address: the post may have moved or been "
                      "taken down.")
+
+
+def forget_unreadable_user() -> None:
+    """Take the user for anonymous when reading them failed, so the page about it renders
+    (every template asks for current_user, which would read the database again)."""
+    if "_login_user" not in g:
+        g._login_user = current_app.login_manager.anonymous_user()  # type: ignore[attr-defined]
 
 
 def render_error(status: int, detail: str | None = None):
@@ -167,6 +174,7 @@ def init_app(app: Flask) -> None:
         headers = {"Retry-After": RETRY_AFTER, "Cache-Control": "no-store"}
         if wants_json():
             return jsonify(error=MESSAGES[503], detail=MESSAGES[503]), 503, headers
+        forget_unreadable_user()
         page = render_template("errors/unavailable.html", message=MESSAGES[503])
         return page, 503, headers
 

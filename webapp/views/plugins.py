@@ -11,9 +11,13 @@ bp = Blueprint("plugins", __name__)
 
 
 @bp.get("/admin/plugins/")
-@role_required("editor")
+@role_required("admin")
 def index():
-    """List loaded plugins (actions, hooks, default timers) and broken ones with their error."""
+    """List loaded plugins (actions, hooks, default timers) and broken ones with their error.
+
+    The admin's page: how plugins are installed and called is the engine room. Editors meet
+    plugins through their actions, on the timer form.
+    """
     off = registry.disabled_names()
     loaded = sorted(registry.plugins().values(), key=lambda p: p.name)
     return render_template("plugins/index.html", plugins=loaded, off=off,

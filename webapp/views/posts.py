@@ -1,6 +1,17 @@
 """The editors' posts: list, write with a live preview, schedule, publish, unpublish."""
 
-from flask import Blueprint, current_app, flash, redirect, render_template, request, url_for
+import secrets
+
+from flask import (
+    Blueprint,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_login import current_user
 
 from .. import posts
@@ -10,13 +21,27 @@ from ..models import Post
 from ..posts import PostError, PublishingFrozen, PublishTimeInPast, StalePost, StaleText
 from ..timefmt import human, zone_label
 from ..timezones import TimeInputError, parse_local
-from .editor import edit_page, editor_zone, panel_context, post_or_404, read_times, render
+from .editor import (
+    edit_page,
+    editor_zone,
+    form_errors,
+    panel_context,
+    post_or_404,
+    read_times,
+    render,
+    unsaved_text,
+)
 
 bp = Blueprint("posts", __name__, url_prefix="/admin/posts")
 
 SCHEDULE_STALE = {"form": "Someone else changed this post after you opened the page; check "
                           "its state here and try again."}
+SCHEDULE_STALE_MINE = {"form": "You changed this post in another tab after this page opened; "
+                               "check its state here and try again."}
 TEXT_FIELDS = ("title", "slug", "body")
+NEW_POSTS, NEW_POSTS_KEPT = "new_posts", 20  # the New post forms saved, by their one-time token
+SAVED_ALREADY = ("You saved this post already, then went back to the New post form: this is "
+                 "that post. What you typed since is below, not saved yet; Save keeps it.")
 
 
 def _list_args() -> dict:
@@ -76,16 +101,23 @@ def new():
     """Write a new draft, or a post scheduled as it is saved (a publish time typed, or filled
     in by the calendar's "new post on this day")."""
     form, errors = {"title": "", "slug": "", "body": ""}, {}
+    restored, autosave = unsaved_text(None) if request.method != "POST" else (None, None)
     # the same create-and-schedule form wherever one starts (the calendar fills the time)
-    sched = _new_schedule(request.form if request.method == "POST" else request.args) or {
+    sched = _new_schedule(restored or (request.form if request.method == "POST"
+                                       else request.args)) or {
         "publish_at": "", "zone": editor_zone()}
+    form = restored or form
+    once = request.form.get("once", "")[:64] or secrets.token_urlsafe(16)  # kept on a refusal
     if request.method == "POST":
         form = _content_form()
+        if (saved := _saved_before(once)) is not None:
+            return _saved_already(saved, form)
         try:
             post = _start_post(form, sched)
         except PostError as exc:
-            errors = exc.errors
+            errors = form_errors(exc)
         else:
+            _remember_saved(once, post.id)
             if post.status == "scheduled":
                 flash(f"“{post.title}” is scheduled for "
                       f"{human(post.publish_at, sched['zone'])}.", "success")
@@ -95,7 +127,33 @@ def new():
     if not posts.review.may_publish(current_user):
         sched = {}  # a contributor's post is scheduled by its reviewer
     return render_template("posts/new.html", form=form, errors=errors, new_sched=sched,
+                           autosave=autosave, once=once,
                            preview=render(form["body"])), 422 if errors else 200
+
+
+def _saved_before(once: str) -> int | None:
+    """Return the post the New post form sent with once created already (Back, Save again)."""
+    return session.get(NEW_POSTS, {}).get(once)
+
+
+def _remember_saved(once: str, post_id: int) -> None:
+    kept = list(session.get(NEW_POSTS, {}).items())[-(NEW_POSTS_KEPT - 1):]
+    session[NEW_POSTS] = dict([*kept, (once, post_id)])
+
+
+def _saved_already(post_id: int, form: dict):
+    """Answer a New post form saved before: its post, and any text typed since kept unsaved."""
+    post = post_or_404(post_id)
+    if (form["title"].strip(), _lines(form["body"])) == (post.title, _lines(post.body)):
+        flash(f"“{post.title}” was saved already: here it is.", "success")
+        return redirect(url_for("posts.edit", post_id=post.id), code=303)
+    typed = {**form, "slug": form["slug"] or post.slug, "version": post.version,
+             "digest": posts.content_digest(post.title, post.slug, post.body)}
+    return edit_page(post, 409, form=typed, errors={"form": SAVED_ALREADY})
+
+
+def _lines(text: str) -> str:
+    return text.replace("\r\n", "\n").strip()
 
 
 def _new_schedule(source) -> dict | None:
@@ -139,7 +197,7 @@ def edit(post_id: int):
     except StalePost as exc:
         return edit_page(exc.current, 409, form=form, errors=exc.errors, stale=exc.current)
     except PostError as exc:
-        return edit_page(post_or_404(post_id), 422, form=form, errors=exc.errors)
+        return edit_page(post_or_404(post_id), 422, form=form, errors=form_errors(exc))
     flash("Saved.", "success")
     return redirect(url_for("posts.edit", post_id=post_id), code=303)
 
@@ -182,9 +240,10 @@ def _refused(post_id: int, exc: PostError, sched: dict | None):
         return edit_page(exc.current, 409, form=typed, errors=exc.errors, stale=exc.current,
                          sched=sched)
     if isinstance(exc, StalePost):
+        mine = posts.conflicts.changed_by_me(exc.current, current_user.id)
         return edit_page(exc.current, 409, form=typed, sched=sched,
-                         sched_errors=SCHEDULE_STALE)
-    text_errors = {k: v for k, v in exc.errors.items() if k in TEXT_FIELDS}
+                         sched_errors=SCHEDULE_STALE_MINE if mine else SCHEDULE_STALE)
+    text_errors = {k: v for k, v in form_errors(exc).items() if k in TEXT_FIELDS}
     status = 409 if isinstance(exc, PublishingFrozen) else 403 if isinstance(
         exc, posts.NeedsReview) else 422
     return edit_page(post_or_404(post_id), status,

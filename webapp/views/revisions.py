@@ -70,9 +70,7 @@ def restore(post_id: int, revision_id: int):
     post = post_or_404(post_id)
     found = _revision_or_404(post, revision_id)
     try:
-        revisions.check_restore(post, found)
-        posts.update_post(post.id, request.form.get("version", 0, type=int), None,
-                          found.title, post.slug, found.body, restored_from=found.id)
+        posts.restore_revision(post.id, found.id, request.form.get("version", 0, type=int))
     except StalePost:
         flash("Someone changed this post after you opened this page: nothing was restored. "
               "Look at the latest version and restore again if you still want to.", "error")

@@ -43,8 +43,9 @@ bp = Blueprint("site", __name__)
 PAGE_SIZE = surrogate.HOME_PAGE_SIZE
 MAX_PAGE = 50_000
 FEED_SIZE = 20
-# what the pages show from the environment (the zone: every date readers see)
-SITE_CONFIG = ("SITE_URL", "SITE_NAME", "SITE_DESCRIPTION", "SITE_TIMEZONE")
+# what the pages show from the environment (the zone: every date readers see; Site settings
+# may override the last two)
+SITE_CONFIG = ("SITE_URL", "SITE_NAME", "SITE_DESCRIPTION", "SITE_TIMEZONE", "SITE_LANGUAGE")
 
 
 def _build(app: Flask) -> str:

@@ -1,6 +1,8 @@
 """The leader view: who leads each key, live, and the ops actions on a leader; the health
 probes (/healthz, /readyz)."""
 
+from datetime import datetime
+
 from flask import (
     Blueprint,
     abort,
@@ -21,8 +23,10 @@ from ..accounts.security import role_required
 from ..accounts.stepup import step_up
 from ..db import ping
 from ..leadership.status import find_key, shared_snapshot, snapshot
+from ..ops import freezes, verdict
 from ..ops.budget import fleet_connections
 from ..ops.deploys import WINDOW, build_timeline, report
+from ..ops.deploys.timeline import Timeline, changes_mark
 from ..ops.leaders import OpsError, current_holder, evict, request_step_down
 from ..ops.replica import bound
 from ..ops.replica import status as replica_status
@@ -30,6 +34,7 @@ from ..plugins.purge_sends import health as purge_health
 from ..plugins.webhooks import held_for_replica
 from ..scheduling import process
 from ..site.purgers import configured
+from ..timefmt import reader_zone
 
 bp = Blueprint("status", __name__, url_prefix="/status")
 health_bp = Blueprint("health", __name__)  # the load balancer's and the platform's probes
@@ -57,7 +62,16 @@ ACTIONS = {
 
 @bp.context_processor
 def _helpers() -> dict:
-    return {"poll_seconds": POLL_SECONDS, "hidden_poll_seconds": HIDDEN_POLL_SECONDS}
+    return {"poll_seconds": POLL_SECONDS, "hidden_poll_seconds": HIDDEN_POLL_SECONDS,
+            "drawn": _drawn}
+
+
+def _drawn(tl: Timeline) -> Markup:
+    """Return the timeline's drawing, rendered once per timeline and time zone."""
+    zone = reader_zone()
+    if zone not in tl.drawings:
+        tl.drawings[zone] = render_template("status/_timeline.html", tl=tl)
+    return Markup(tl.drawings[zone])  # our own template's output, escaped there
 
 
 @bp.get("/")
@@ -65,10 +79,9 @@ def _helpers() -> dict:
 def index():
     """Show the leader view (its live part polls the fragment) and the last 24 hours."""
     snap = snapshot()
-    timeline = build_timeline(snap.as_of)
-    return render_template("status/index.html", snap=snap, tl=timeline,
-                           conns=_connections(snap),
-                           windows=report(snap.as_of, timeline=timeline),
+    live = _live_context(snap)
+    return render_template("status/index.html", snap=snap, **live,
+                           windows=report(snap.as_of, timeline=live["tl"]),
                            window_minutes=int(WINDOW.total_seconds() // 60),
                            replica=replica_status(), bound=bound().total_seconds(),
                            held=held_for_replica(snap.as_of),
@@ -98,12 +111,35 @@ def _render_live(snap) -> str:
     if found is None or found[0] is not snap:
         # a new snapshot starts a new store; the swap is one atomic assignment, no lock
         pages: dict[tuple[bool, str], str] = {}
-        found = (snap, pages, _connections(snap))
+        found = (snap, pages, _live_context(snap))
         current_app.extensions["soloist_status_html"] = found
     html = found[1].get(key)
     if html is None:
-        html = found[1][key] = render_template("status/_live.html", snap=snap, conns=found[2])
+        html = found[1][key] = render_template("status/_live.html", snap=snap, **found[2])
     return html
+
+
+def _live_context(snap) -> dict:
+    """Read what the live part shows beside the snapshot: the verdict's problems, the
+    timeline (so a failover shows without a reload) and the connections."""
+    found = verdict.problems(snap, freezes.active(), current_app.config["FOLLOWER_POLL_SECONDS"])
+    return {"problems": found, "tl": _timeline(snap.as_of), "conns": _connections(snap)}
+
+
+TIMELINE_REDRAWN_SECONDS = 30  # at most this stale at its right edge when nothing changes
+
+
+def _timeline(now: datetime) -> Timeline:
+    """Return the timeline, built again when leadership or the deploys changed, or when it is
+    TIMELINE_REDRAWN_SECONDS old: a day of a flapping fleet is thousands of segments, too
+    many to draw on every poll. Its drawing is kept with it, per time zone (timeline_svg)."""
+    mark = changes_mark()
+    found = current_app.extensions.get("soloist_status_timeline")
+    if (found is None or found[0] != mark
+            or (now - found[1].until).total_seconds() >= TIMELINE_REDRAWN_SECONDS):
+        found = (mark, build_timeline(now))
+        current_app.extensions["soloist_status_timeline"] = found
+    return found[1]
 
 
 def _connections(snap) -> dict | None:

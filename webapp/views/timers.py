@@ -9,7 +9,7 @@ from flask_login import current_user
 
 from .. import timers
 from ..accounts.security import role_required
-from ..db import database_now
+from ..db import database_now, parse_identity_parts
 from ..extensions import db
 from ..models import Timer
 from ..plugins import registry
@@ -39,6 +39,13 @@ def timer_schedule(timer: Timer) -> str:
         return Schedule.of(timer).describe()
     except (ValueError, TypeError, KeyError):
         return "invalid schedule"
+
+
+@bp.app_template_filter("ran_on")
+def ran_on(holder: str) -> str:
+    """Name the instance a run ran on (web.1), not its process's whole identity."""
+    found = parse_identity_parts(holder)
+    return found.instance if found else (holder or "—")
 
 
 @bp.app_template_filter("from_json")

@@ -4,6 +4,7 @@ from typing import Any
 
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_login import current_user
+from markupsafe import Markup
 
 from ..accounts.security import role_required
 from ..accounts.stepup import step_up
@@ -15,6 +16,13 @@ from ..plugins.webhook_sends import in_words
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 
 bp.add_app_template_filter(in_words, "in_words")
+
+
+@bp.app_template_filter("event_label")
+def event_label(topic: str) -> Markup:
+    """Say an event in words, its raw name small beside it (what a receiver reads)."""
+    return Markup('{} <span class="mono small muted">{}</span>').format(
+        endpoints.LABELS.get(topic, topic), topic)
 
 
 # the form holds a fresh secret (or echoes the one typed): never kept by a browser or proxy

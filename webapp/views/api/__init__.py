@@ -2,7 +2,17 @@
 
 # the route modules add their endpoints to bp; bp lives in its own module so that they
 # import it from there and nothing here is imported back
-from . import audit, contract, leaders, media, plugins, posts  # noqa: F401
+from . import (  # noqa: F401
+    audit,
+    autosaves,
+    contract,
+    leaders,
+    media,
+    plugins,
+    posts,
+    review,
+    revisions,
+)
 from .blueprint import bp
 
 __all__ = ["bp"]

@@ -1,57 +1,17 @@
-"""Serve the posts endpoints of the JSON API, review's included."""
+"""Serve the posts endpoints of the JSON API."""
 
 from flask import current_app, g, jsonify, request, url_for
 
 from ... import posts
-from ...models import Post, PostReview
-from ...timefmt import iso
+from ...models import Post
 from .auth import api_role
 from .blueprint import bp
 from .errors import ApiError, created, invalid
 from .inputs import json_body, page_arg, text_field, time_field
+from .postdata import get_or_404, post_json, refusal
 
 FIELDS = {"title", "body", "slug", "publish_at", "unpublish_at"}
 PAGE_SIZE = 50
-
-
-def post_json(post: Post, body: bool = True) -> dict:
-    """Return a post as the API shows it (times in UTC ISO 8601; lists leave the body out)."""
-    data = {"id": post.id, "slug": post.slug, "title": post.title,
-            "status": post.status, "publish_at": iso(post.publish_at),
-            "unpublish_at": iso(post.unpublish_at), "published_at": iso(post.published_at),
-            "version": post.version, "created_at": iso(post.created_at),
-            "updated_at": iso(post.updated_at),
-            "url": url_for("site.post", slug=post.slug, _external=True)
-            if post.status == "published" else None}
-    if body:
-        data["body"] = post.body
-    return data
-
-
-def _refusal(exc: posts.PostError) -> ApiError:
-    """Turn a refused change into 404, 409 (the post's state, a freeze) or 422 (a field)."""
-    if isinstance(exc, posts.PostNotFound):
-        return ApiError(404, "Not found", "No post has that id.")
-    if isinstance(exc, posts.NeedsReview):  # the writer's role, or the post waits in review
-        return ApiError(403, "Review required", str(exc))
-    if isinstance(exc, posts.PublishingFrozen):
-        row = exc.freeze
-        return ApiError(409, "Publishing is frozen", str(exc), extra={"freeze": {
-            "scope": row.scope, "reason": row.reason, "frozen_by": row.frozen_by,
-            "frozen_at": iso(row.frozen_at)}})
-    fields = {k: v for k, v in exc.errors.items() if k != "form"}
-    if isinstance(exc, posts.StalePost) or not fields:
-        return ApiError(409, "Conflict", str(exc))
-    first = next(iter(fields))
-    return ApiError(422, f"Invalid field: {first}",
-                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
-
-
-def _get(post_id: int) -> Post:
-    try:
-        return posts.get_post(post_id)
-    except posts.PostNotFound as exc:
-        raise _refusal(exc) from None
 
 
 @bp.get("/posts")
@@ -71,7 +31,7 @@ def list_posts():
 @api_role("viewer")
 def get_post(post_id: int):
     """Show one post."""
-    return jsonify(post_json(_get(post_id)))
+    return jsonify(post_json(get_or_404(post_id)))
 
 
 @bp.post("/posts")
@@ -87,7 +47,7 @@ def create_post():
     try:  # checks the text and the times together: a refusal names every bad field
         post = posts.create_post(title, slug, body, publish_at, unpublish_at)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
+        raise refusal(exc) from None
     return created(post_json(post), url_for("api.get_post", post_id=post.id))
 
 
@@ -96,7 +56,7 @@ def create_post():
 def update_post(post_id: int):
     """Change a post's text and/or schedule; send version to refuse a stale edit (409)."""
     data = json_body(FIELDS | {"version"})
-    post = _get(post_id)
+    post = get_or_404(post_id)
     version = data.get("version", post.version)
     if not isinstance(version, int) or isinstance(version, bool):
         raise invalid("version", "must be a whole number")
@@ -107,8 +67,8 @@ def update_post(post_id: int):
     try:
         posts.change_post(post.id, version, text, times)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(post_json(_get(post_id)))
+        raise refusal(exc) from None
+    return jsonify(post_json(get_or_404(post_id)))
 
 
 def _parse_changes(data: dict, post: Post) -> tuple[posts.TypedText | None, dict]:
@@ -139,81 +99,10 @@ def publish_post(post_id: int):
     instance = current_app.config["INSTANCE_NAME"]
     try:
         if posts.review.waiting(post_id):
-            posts.review.approve(post_id, _get(post_id).version, None, instance, override)
+            posts.review.approve(post_id, get_or_404(post_id).version, None, instance,
+                                 override)
         else:
             posts.publish_now(post_id, instance, override)
     except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(post_json(_get(post_id)))
-
-
-# -- review ------------------------------------------------------------------------------
-
-def review_json(row: PostReview) -> dict:
-    """Return a post's place in review as the API shows it."""
-    return {"post_id": row.post_id, "state": row.state, "author": row.author,
-            "submitted_at": iso(row.submitted_at), "reviewer": row.reviewer,
-            "reviewed_at": iso(row.reviewed_at), "note": row.note}
-
-
-def _version(data: dict, post_id: int) -> int:
-    """Return the version sent (the post's own when left out: no stale check)."""
-    version = data.get("version")
-    if version is None:
-        return _get(post_id).version
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise invalid("version", "must be a whole number")
-    return version
-
-
-def _body(allowed: set[str]) -> dict:
-    return json_body(allowed) if request.get_data(cache=True) else {}
-
-
-@bp.get("/reviews")
-@api_role("editor")
-def list_reviews():
-    """List the posts waiting for review, first submitted first (100 at most)."""
-    return jsonify(reviews=[{**review_json(row), "post": post_json(post, body=False)}
-                            for row, post in posts.review.awaiting()])
-
-
-@bp.post("/posts/<int:post_id>/submit")
-@api_role("contributor")
-def submit_post(post_id: int):
-    """Submit a post for review; answer its place in review."""
-    data = _body({"version"})
-    try:
-        row = posts.review.submit(post_id, _version(data, post_id))
-    except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(review_json(row))
-
-
-@bp.post("/posts/<int:post_id>/approve")
-@api_role("editor")
-def approve_post(post_id: int):
-    """Approve a post in review: scheduled for publish_at, or published now without one."""
-    data = _body({"version", "publish_at"})
-    publish_at = time_field(data, "publish_at")
-    try:
-        posts.review.approve(post_id, _version(data, post_id), publish_at,
-                             current_app.config["INSTANCE_NAME"])
-    except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(post_json(_get(post_id)))
-
-
-@bp.post("/posts/<int:post_id>/return")
-@api_role("editor")
-def return_post(post_id: int):
-    """Send a post in review back to its writer with a note; answer its place in review."""
-    data = _body({"version", "note"})
-    note = text_field(data, "note", required=True)
-    try:
-        row = posts.review.send_back(post_id, _version(data, post_id), note)
-    except posts.PostError as exc:
-        raise _refusal(exc) from None
-    return jsonify(review_json(row))
-
-
+        raise refusal(exc) from None
+    return jsonify(post_json(get_or_404(post_id)))

@@ -3,8 +3,8 @@
 A new table (one row a post that was ever in review: its writer, state, reviewer and note)
 and one boolean on site_state, added alone with a server default: no row is rewritten.
 
-Revision ID: 0032
-Revises: 0029
+Revision ID: 0034
+Revises: 0033
 Create Date: 2026-12-16
 
 """
@@ -14,8 +14,8 @@ from alembic import op
 from webapp.ops.release import steps
 
 # revision identifiers, used by Alembic.
-revision = '0032'
-down_revision = '0029'
+revision = '0034'
+down_revision = '0033'
 branch_labels = None
 depends_on = None
 
