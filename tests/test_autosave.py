@@ -133,3 +133,29 @@ def test_a_forms_nonsense_version_or_digest_is_not_stored(app, editor):
     with app.app_context():
         row = db.session.scalar(sa.select(PostAutosave))
         assert (row.base_version, row.base_digest) == (1, content_digest("Hello", "hello", "old"))
+
+
+def test_a_pasted_nul_character_is_refused_naming_its_field_to_the_autosave_script(app, editor):
+    # the script asks for JSON: a 400 that names no field reads as "signed out", so this one
+    # names the field the text is in
+    post_id = new_post(app, body="old")
+    refused = post_form(editor, f"/admin/posts/{post_id}/autosave", typed("pasted\x00here"),
+                        headers={"Accept": "application/json"})
+    assert refused.status_code == 400 and refused.get_json()["field"] == "body"
+    assert "NUL character" in refused.get_json()["error"] and count(app, PostAutosave) == 0
+    page = post_form(editor, f"/admin/posts/{post_id}/autosave", typed("pasted\x00here"))
+    assert page.status_code == 400 and "NUL character" in text(page)  # a form: the page
+
+
+def test_nobody_discards_or_reads_another_editors_autosave_by_page_or_api(app, api, auth,
+                                                                         editor):
+    post_id = new_post(app, body="old")
+    post_form(editor, f"/admin/posts/{post_id}/autosave", {**typed("mine, unsaved"),
+                                                           **opened(editor, post_id)})
+    other = auth.client("editor", email="other@example.com")
+    assert post_form(other, f"/admin/posts/{post_id}/autosave/discard").status_code == 303
+    assert "mine, unsaved" not in text(other.get(f"/admin/posts/{post_id}?restore=1"))
+    assert api("DELETE", f"/api/posts/{post_id}/autosave", role="admin").get_json() == {
+        "discarded": False}
+    assert api("GET", f"/api/posts/{post_id}/autosave", role="admin").status_code == 404
+    assert "mine, unsaved" in text(editor.get(f"/admin/posts/{post_id}?restore=1"))

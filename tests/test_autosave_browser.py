@@ -79,3 +79,32 @@ def kept_new_body(app) -> str:
                                  .where(PostAutosave.post_id.is_(None)))
         db.session.remove()
         return body or ""
+
+
+def test_the_status_line_names_a_refused_field_and_tells_a_signed_out_session_apart(app,
+                                                                                    browser):
+    # a NUL pasted into the body is refused naming the field, not told as "signed out";
+    # a session that ended still is
+    from playwright.sync_api import expect
+
+    add_user(app, "editor@example.com", "editor")
+    with app.app_context():
+        post_id = create_post("Pasted", "pasted", "Saved.").id
+        db.session.remove()
+    with serve(app) as url:
+        context = browser.new_context(base_url=url)
+        page = context.new_page()
+        try:
+            sign_in_page(page, "editor@example.com")
+            page.goto(f"/admin/posts/{post_id}")
+            status = page.locator("#autosave-status")
+            page.locator("#f-body").fill("Pasted \u0000 from a terminal.")
+            expect(status).to_contain_text("Not saved: body: Text with a NUL character")
+            page.locator("#f-body").fill("Pasted from a terminal.")
+            expect(status).to_contain_text("Saved a draft")
+            context.clear_cookies()
+            page.locator("#f-body").fill("Typed after the session ended.")
+            expect(status).to_have_text("Not saved: you are signed out; sign in again in "
+                                        "another tab")
+        finally:
+            context.close()

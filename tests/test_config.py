@@ -48,6 +48,7 @@ def test_instance_name_falls_back_through_the_platforms():
     ("SCHEDULER_ENABLED", "maybe"),
     ("RETRY_SECONDS", "soon"),
     ("DATABASE_URL", "mysql://x/y"),
+    ("SITE_LANGUAGE", 'en"><script>'),  # what <html lang> and the feed's xml:lang declare
 ])
 def test_a_bad_value_is_refused_naming_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):

@@ -5,7 +5,19 @@ webhooks page's Switch off). Each page of tests.harness.support.pages() is opene
 allowed to see it and must scroll only vertically; the overflowing elements are named.
 """
 
-from tests.harness.support import ROLES, expected_status, pages, sign_in_page
+from tests.harness.editor_forms import opened
+from tests.harness.support import (
+    ROLES,
+    AuthActions,
+    add_user,
+    expected_status,
+    new_post,
+    pages,
+    post_form,
+    serve,
+    sign_in_page,
+)
+from webapp.ops import freezes
 
 PHONE = {"width": 390, "height": 844}
 
@@ -110,3 +122,35 @@ def test_the_editor_is_wide_on_a_wide_screen(browser, site):
 def test_the_admin_navigation_takes_at_most_two_rows_on_a_phone(browser, site):
     nav, link = admin_navigation(browser, site, viewport=PHONE, is_mobile=True)
     assert nav <= link * 2.3, f"the navigation takes {nav} px"
+
+
+LONG_WORD = "https://status.example.com/incidents/" + "0f3a9c2e" * 12  # nowhere to break
+
+
+def test_a_long_word_in_a_freeze_reason_or_a_title_and_the_metrics_page_fit_a_phone(browser,
+                                                                                    app):
+    # a URL pasted into a freeze reason or a title has no space to wrap at: it must wrap
+    # anywhere rather than push the page sideways; /metrics, met by a curious admin, too
+    for role in ("editor", "admin"):
+        add_user(app, f"{role}@example.com", role)
+    post_id = new_post(app, body="Saved text.")
+    with app.app_context():
+        freezes.freeze("publishing", f"Launch review, see {LONG_WORD}", "publish",
+                       "admin@example.com")
+    editor = AuthActions(app.test_client()).client("editor")
+    post_form(editor, f"/admin/posts/{post_id}/autosave", {
+        "title": LONG_WORD, "slug": "hello", "body": "Typed text.", **opened(editor, post_id)})
+    wide = {}
+    with serve(app) as url:
+        context = browser.new_context(base_url=url, viewport=PHONE, is_mobile=True)
+        page = context.new_page()
+        try:
+            page.goto("/metrics")
+            wide["/metrics"] = page.evaluate("document.scrollingElement.scrollWidth")
+            sign_in_page(page, "editor@example.com")
+            for path in (f"/admin/posts/{post_id}", "/admin/", "/status/"):
+                page.goto(path)
+                wide[path] = page.evaluate("document.scrollingElement.scrollWidth")
+        finally:
+            context.close()
+    assert wide == dict.fromkeys(wide, PHONE["width"]), f"wider than the phone: {wide}"

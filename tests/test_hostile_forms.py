@@ -147,6 +147,31 @@ def test_the_post_edit_form_survives_hostile_text(app, auth):
     attempt()
 
 
+def test_autosave_survives_hostile_text_and_the_pages_offering_it_back_too(app, auth):
+    # what autosave keeps is shown again (the offer, its diff, the restored form): a value
+    # it took must never break those pages, nor change the post
+    client, token = signed_in(auth, "editor")
+    post_id = new_post(app, "Steady")
+
+    @BOUNDED
+    @given(title=FIELD, slug=FIELD, body=FIELD, publish_at=TIMES, zone=ZONES,
+           version=NUMBERS, digest=FIELD)
+    def attempt(title, slug, body, publish_at, zone, version, digest):
+        before = rows(app, Post, *POST_COLUMNS)
+        typed = {"title": title, "slug": slug, "body": body, "publish_at": publish_at,
+                 "zone": zone}
+        for path in (f"/admin/posts/{post_id}", "/admin/posts/new"):
+            submit(client, token, f"{path}/autosave",
+                   {**typed, "version": version, "digest": digest})
+            for shown in (path, f"{path}?restore=1"):
+                page = client.get(shown)
+                assert page.status_code == 200, (shown, text(page)[:300])
+                assert "<script>alert" not in text(page)
+        assert rows(app, Post, *POST_COLUMNS) == before
+
+    attempt()
+
+
 def test_a_new_post_with_a_publish_time_survives_hostile_values(app, auth):
     client, token = signed_in(auth, "editor")
 

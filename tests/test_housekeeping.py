@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from tests.harness.support import add_user, text
+from tests.harness.editor_forms import typed
+from tests.harness.support import add_user, new_post, post_form, text
 from webapp.extensions import db
 from webapp.models import (
     AuditEvent,
@@ -15,6 +16,7 @@ from webapp.models import (
     LoginFailure,
     OutboxEvent,
     Post,
+    PostAutosave,
     PreviewLink,
     RateLimitHit,
     TimerRun,
@@ -206,7 +208,8 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         assert counts == {"hook deliveries": 0, "webhook deliveries": 1, "outbox events": 0,
                           "timer runs": 1, "leadership events": 1, "login failures": 0,
                           "ended sessions": 1, "audit events": 1, "preview links": 1,
-                          "post revisions": 0, "cache purges": 1, "rate limit hits": 1}
+                          "post revisions": 0, "cache purges": 1, "rate limit hits": 1,
+                          "autosaves": 0}
         # a link that ended yesterday is kept a week (the live one too)
         assert db.session.scalar(sa.select(sa.func.count(PreviewLink.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(AuditEvent.id))) == 1
@@ -214,3 +217,22 @@ def test_each_kind_of_history_goes_past_its_own_retention(app):
         assert db.session.scalar(sa.select(sa.func.count(TimerRun.id))) == 2
         assert db.session.scalar(sa.select(sa.func.count(WebhookDelivery.id))) == 1
         assert db.session.scalar(sa.select(sa.func.count(LeaderEvent.id))) == 1
+
+
+def test_unsaved_text_left_for_a_month_goes_and_a_recent_one_is_still_offered(app, editor):
+    post_id = new_post(app, body="saved")
+    for body in ("typed last month", "typed yesterday"):
+        assert post_form(editor, f"/admin/posts/{post_id}/autosave",
+                         typed(body)).status_code == 200
+        with app.app_context():  # as if typed 31 days (then 1 day) before T0
+            db.session.execute(sa.update(PostAutosave).values(saved_at=T0 - timedelta(
+                days=31 if body.endswith("month") else 1)))
+            db.session.commit()
+            if body.endswith("month"):
+                assert housekeeping.trim(T0)["autosaves"] == 1
+                assert "were kept" not in text(editor.get(f"/admin/posts/{post_id}"))
+    with app.app_context():
+        assert housekeeping.trim(T0)["autosaves"] == 0  # yesterday's stays 30 days
+        later = T0 + timedelta(hours=1)  # a day and an hour after: past the timer's setting
+        assert housekeeping.trim(later, autosaves_days=1)["autosaves"] == 1
+    assert "typed yesterday" not in text(editor.get(f"/admin/posts/{post_id}"))

@@ -158,6 +158,8 @@ def test_a_publishing_freeze_holds_the_change_too(app, live, auth):
         freezes.freeze("publishing", "legal review", "publish", "ops@example.com")
         publish.tick(change.apply_at + timedelta(minutes=1))
     assert _text(app, live)[1] == LIVE_BODY and _change(app, live) is not None
+    page = text(auth.client("editor").get(f"/admin/posts/{live}"))  # said in words
+    assert "Publishing is paused: this change waits until it resumes." in page
 
 
 def _apply_until_done(url: str, when: datetime, barrier, results) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.harness.cluster import BIN, ROOT, base_env
-from tests.harness.support import Api, make_app, new_post
+from tests.harness.support import Api, make_app, new_post, text
 from webapp.config import ConfigError, check_production_config, load_config
 from webapp.extensions import db
 from webapp.plugins import sitemap
@@ -118,3 +118,16 @@ def test_every_recipe_sets_site_url():
     assert app_json["env"]["SITE_URL"]["required"] is True  # the Heroku button asks for it
     assert 'SITE_URL="$${SITE_URL:-http://localhost:$${PORT:-8000}}"' in (
         (ROOT / "Makefile").read_text())  # make run
+
+
+def test_the_metrics_help_page_names_site_url_not_the_host_or_query_a_client_sent(site_app):
+    # the page a browser gets at /metrics shows a scrape config and a curl line to copy:
+    # a forged Host header or query must not put an attacker's address into them
+    page = site_app.test_client().get("/metrics?next=https://evil.example/", headers={
+        **FORGED, "Accept": "text/html"})
+    shown = text(page)
+    assert page.status_code == 401
+    assert "evil.example" not in shown and "attacker.example" not in shown
+    assert "metrics_path: /news/metrics\n    scheme: https\n" in shown
+    assert 'targets: ["blog.example.com"]' in shown
+    assert "https://blog.example.com/news/metrics</code>" in shown

@@ -78,3 +78,16 @@ def test_a_zone_or_language_that_cannot_be_used_is_refused_naming_the_field(app,
     assert "not a language tag" in html.unescape(field_error(page, "language"))
     assert 'value="Europe/Pariss"' in page and 'value="Kept"' in page
     assert '<html lang="en">' in text(app.test_client().get("/"))  # nothing changed
+
+
+def test_the_hosts_own_zone_is_no_choice_for_the_site_a_person_or_a_timer(app, auth, editor):
+    # "localtime" is each host's /etc/localtime: every instance of a fleet would read it as
+    # its own, so readers would get a day that depends on the instance that answered
+    admin = auth.client("admin")
+    answer = set_site(admin, timezone="localtime")
+    assert answer.status_code == 422
+    assert "not a time zone" in html.unescape(field_error(text(answer), "timezone"))
+    assert '<option value="localtime"' not in text(admin.get("/admin/site/"))
+    mine = post_form(editor, "/settings", {"timezone": "localtime"})
+    assert mine.status_code == 422 and '<option value="localtime"' not in text(mine)
+    assert '<option value="localtime"' not in text(editor.get("/admin/timers/new"))

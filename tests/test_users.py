@@ -255,3 +255,19 @@ def test_addresses_in_one_script_are_welcome_whatever_the_script():
                   "日本語のテスト@example.jp", "ада@пример.рф"):
         assert clean_email(email) == email
     assert clean_email(" ＡＣＣ-Admin@Example.com ") == "acc-admin@example.com"
+
+
+def test_a_one_time_password_opens_one_session_only(app, auth):
+    # read off a screen or a shoulder, it must not let a second person in while the first
+    # is choosing their own (ASVS V2.3.1: expires once used); that session finishes the setup
+    admin = auth.client("admin")
+    password = one_time_password(text(post_form(admin, "/admin/users/", {
+        "email": "new@example.com", "role": "editor"})))
+    newcomer = app.test_client()
+    assert auth.login(email="new@example.com", password=password,
+                      client=newcomer).location == "/settings"
+    second = auth.login(email="new@example.com", password=password, client=app.test_client())
+    assert second.status_code == 401 and newcomer.get("/admin/").location == "/settings"
+    done = post_form(newcomer, "/settings", {"timezone": "UTC", "new_password": "my own words",
+                                             "confirm_password": "my own words"})
+    assert done.status_code == 303 and newcomer.get("/admin/").status_code == 200

@@ -8,6 +8,7 @@ other module.
 
 import math
 import os
+import re
 import socket
 import tempfile
 from collections.abc import Mapping
@@ -143,6 +144,19 @@ def site_url(env: Mapping[str, str]) -> str | None:
     if parts.query or parts.fragment or "?" in raw or "#" in raw or "@" in parts.netloc:
         raise ConfigError(f"SITE_URL must be {example}: no query (?), fragment (#) or user@")
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path.rstrip('/')}"
+
+
+# a BCP 47 tag as <html lang> takes it: "en", "fr", "pt-BR", "zh-Hant"
+LANGUAGE_TAG = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}")
+
+
+def site_language(env: Mapping[str, str]) -> str:
+    """Return SITE_LANGUAGE (default en), or raise ConfigError for what is no language tag."""
+    raw = env.get("SITE_LANGUAGE", "").strip() or "en"
+    if not LANGUAGE_TAG.fullmatch(raw):
+        raise ConfigError(f"SITE_LANGUAGE must be a language tag such as en, fr or pt-BR, "
+                          f"not {raw[:40]!r}")
+    return raw
 
 
 def metrics_token(env: Mapping[str, str]) -> str | None:
@@ -299,7 +313,7 @@ def load_config(env: Mapping[str, str] | None = None) -> dict:
         # the zone readers' dates are in ("1 December 2026"); an unknown zone reads as UTC
         "SITE_TIMEZONE": env.get("SITE_TIMEZONE", "").strip() or "UTC",
         # the language readers' pages and the feed declare (<html lang>, xml:lang)
-        "SITE_LANGUAGE": env.get("SITE_LANGUAGE", "").strip() or "en",
+        "SITE_LANGUAGE": site_language(env),
         # how long a CDN or browser may serve a public page without asking again, and how
         # long after that a stale copy while it asks (0 and 0: ask every time, get a 304)
         "SITE_MAX_AGE_SECONDS": env_int(env, "SITE_MAX_AGE_SECONDS", 60),

@@ -36,8 +36,15 @@ class TimeInputError(ValueError):
 
 @lru_cache(maxsize=1)
 def zone_names() -> frozenset[str]:
-    """Return every IANA zone name this system knows."""
-    return frozenset(available_timezones())
+    """Return every IANA zone name this system knows.
+
+    "localtime" is no IANA name but the host's own zone (/etc/localtime): chosen for a
+    person or the site, each instance of a fleet would read it as its own host's.
+    """
+    return frozenset(available_timezones()) - HOST_ZONES
+
+
+HOST_ZONES = frozenset({"localtime"})
 
 
 def is_zone(name: str | None) -> TypeGuard[str]:

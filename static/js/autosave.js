@@ -22,11 +22,12 @@
   function waiting() { return !!document.getElementById("autosave-offer"); }
 
   function refused(response) {
-    // signed out: the sign-in page (a redirect), or the session's CSRF token gone (400)
-    if (response.redirected || response.status === 400) {
-      return Promise.reject(new Error("you are signed out; sign in again in another tab"));
-    }
+    // signed out: the sign-in page (a redirect), or the session's CSRF token gone (a 400
+    // naming no field); a 400 naming a field is the text's (a pasted NUL character)
+    var signedOut = new Error("you are signed out; sign in again in another tab");
+    if (response.redirected) { return Promise.reject(signedOut); }
     return response.json().catch(function () { return {}; }).then(function (answer) {
+      if (response.status === 400 && !answer.field) { throw signedOut; }
       throw new Error(answer.error || "the server refused it (" + response.status + ")");
     });
   }
@@ -36,7 +37,8 @@
     if (now === sent || waiting()) { return; }
     if (busy) { again = true; return; }
     busy = true;
-    window.fetch(url, {method: "POST", body: payload(), credentials: "same-origin"})
+    window.fetch(url, {method: "POST", body: payload(), credentials: "same-origin",
+                       headers: {Accept: "application/json"}})
       .then(function (response) { return response.ok && !response.redirected ? response.json() : refused(response); })
       .then(function (answer) { sent = now; say(answer.said); })
       .catch(function (error) {

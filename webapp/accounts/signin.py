@@ -1,6 +1,8 @@
 """The end of a sign-in, however it was proved (a password and its second step, a passkey):
 the browser trusted, a fresh session started."""
 
+import secrets
+
 from flask import request, session
 from flask_login import login_user
 
@@ -17,6 +19,8 @@ def start(user: User, address: str, device_id: int | None, method: str) -> None:
     the browser, and its last step is the session's latest proof.
     """
     throttle.clear_failures(user.email, address, device_id)
+    if user.must_change_password:  # a one-time password opens this session, then no other
+        user.set_password(secrets.token_urlsafe(32))  # (this one chooses the real one)
     agent = request.headers.get("User-Agent", "")
     device = devices.remember(user, sessions.header_text(agent))
     db.session.commit()

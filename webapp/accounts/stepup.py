@@ -135,6 +135,8 @@ ENDS_ACCESS = "takes access away (one session or token) and gives none"
 TIMERS = ("runs installed plugin actions on a schedule (the audit trail keeps a month "
           "whatever the parameters)")
 MEDIA = "an editor's everyday work: an image added or an unused one removed, audited"
+UNSAVED = ("one's own unsaved text (autosave): never a version of the post, never anyone "
+           "else's; nobody but its typist reads it")
 
 # every other route that changes something, and why the session's last proof, however old,
 # is enough for it (tests/test_step_up.py fails on a route in neither this nor @step_up)
@@ -176,6 +178,9 @@ HARMLESS: dict[str, str] = {
     "api.restore_revision": EVERYDAY, "api.create_change": EVERYDAY,
     "api.update_change": EVERYDAY, "api.cancel_change": EVERYDAY,
     "api.run_timer": TIMERS, "api.upload_media": MEDIA, "api.delete_media": MEDIA,
+    "autosaves.keep": UNSAVED, "autosaves.keep_new": UNSAVED, "autosaves.discard": UNSAVED,
+    "autosaves.discard_new": UNSAVED, "api.put_autosave": UNSAVED,
+    "api.delete_autosave": UNSAVED,
     # admins' changes that give no access and send nothing anywhere new
     "plugins.switch": "switches installed code on or off: installs none, adds no receiver",
     "site_settings.save": "what readers see of the site (its name, its description); audited",

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from zoneinfo import available_timezones
 
+from ..timezones import is_zone
 from .schedules import UNITS, check_cron
 
 if TYPE_CHECKING:  # the plugin API stays free of the database
@@ -213,7 +213,7 @@ class Plugin:
         problem = check_cron(cron) if cron else None
         if every and (every[1] not in UNITS or int(every[0]) < 1):
             problem = f"every must be (n >= 1, one of {', '.join(UNITS)}), not {every!r}"
-        if problem or timezone not in available_timezones():
+        if problem or not is_zone(timezone):
             raise ValueError(f"default timer {key!r}: {problem or 'unknown zone ' + timezone}")
         schedule = ({"kind": "every", "every": every[0], "unit": every[1]} if every
                     else {"kind": "cron", "cron": cron})

@@ -24,6 +24,7 @@ from ..models import (
     LeaderEvent,
     LoginFailure,
     OutboxEvent,
+    PostAutosave,
     PostRevision,
     PreviewLink,
     RateLimitHit,
@@ -38,8 +39,8 @@ from .base import Param, Plugin, RunContext
 plugin = Plugin("housekeeping", "Housekeeping",
                 "Deletes old timer runs, webhook and hook deliveries, processed outbox events, "
                 "leadership events, failed sign-ins, ended sign-in sessions, audit events, "
-                "old post revisions and expired preview links; finishes the data copies a "
-                "release began.")
+                "old post revisions, expired preview links and unsaved text left for a month "
+                "(autosaves); finishes the data copies a release began.")
 plugin.default_timer("trim", "trim", name="Housekeeping: trim history", cron="17 3 * * *",
                      misfire="run_once", grace_seconds=3600)
 # a release copies for seconds and leaves the rest of a backfill to the fleet: within minutes
@@ -56,7 +57,7 @@ AUDIT_DAYS, AUDIT_MIN_DAYS = 365, 30  # the audit log is kept a year, and never 
 
 def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days: int = 90,
          outbox_days: int = 30, login_failures_days: int = 1, sessions_days: int = 90,
-         audit_days: int = AUDIT_DAYS, previews_days: int = 7, *,
+         audit_days: int = AUDIT_DAYS, previews_days: int = 7, autosaves_days: int = 30, *,
          batch: int = BATCH,
          more: Callable[[], bool] = lambda: True) -> dict[str, int]:
     """Delete finished history older than each retention; return how many rows of each.
@@ -94,6 +95,8 @@ def trim(now, runs_days: int = 30, deliveries_days: int = 30, leader_events_days
          revisions.prunable()),  # REVISIONS_KEEP a post, and every version readers saw
         ("preview links", PreviewLink.expires_at,
          [PreviewLink.expires_at < before(previews_days)], []),
+        # one row per editor and post, gone when they save: a small table, read whole
+        ("autosaves", PostAutosave.id, [PostAutosave.saved_at < before(autosaves_days)], []),
     ]
     return {name: delete_in_batches(key, [*found, *checked], found, batch, more)
             for name, key, found, checked in steps}
@@ -152,6 +155,9 @@ def _after(key, id_column, last_id, last_key) -> list:
     Param("previews_days", "int", 7, minimum=1,
           help="keep preview links this many days after they expire (they stopped working "
                "then; the editor's page no longer lists them)"),
+    Param("autosaves_days", "int", 30, minimum=1,
+          help="keep an editor's unsaved text (autosave) this many days after it was last "
+               "typed; reopening the post offers it back until then"),
 ])
 def trim_action(ctx: RunContext, **retention: int) -> str:
     """Delete history past its retention, a batch at a time, until the run's time is up."""

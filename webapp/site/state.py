@@ -13,13 +13,13 @@ admin saves settings, SITE_NAME, SITE_DESCRIPTION, SITE_TIMEZONE and SITE_LANGUA
 the environment hold.
 """
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 from flask import current_app
 
+from ..config import LANGUAGE_TAG
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..models import OutboxEvent, SiteState, UTCDateTime
@@ -30,8 +30,6 @@ from .xmltext import unsafe_character
 
 MAX_NAME = 100
 MAX_DESCRIPTION = 300
-# a BCP 47 tag as <html lang> takes it: "en", "fr", "pt-BR", "zh-Hant"
-LANGUAGE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$")
 
 # changed_at never goes back, whichever of two racing writers commits last
 _LATER = ("CASE WHEN site_state.{0} > excluded.{0} THEN site_state.{0} "
@@ -134,7 +132,7 @@ def check_settings(name: str, description: str, timezone: str = "",
     if fields["timezone"] and not is_zone(fields["timezone"]):
         errors["timezone"] = (f"“{fields['timezone'][:64]}” is not a time zone this server "
                               "knows; pick one from the list, such as Europe/Paris.")
-    if fields["language"] and not LANGUAGE.match(fields["language"]):
+    if fields["language"] and not LANGUAGE_TAG.fullmatch(fields["language"]):
         errors["language"] = (f"“{fields['language'][:35]}” is not a language tag; use one "
                               "such as en, fr or pt-BR.")
     if errors:

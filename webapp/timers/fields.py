@@ -3,14 +3,12 @@
 import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from functools import lru_cache
 from typing import Any
-from zoneinfo import available_timezones
 
 from ..plugins import registry
 from ..plugins.base import ValidationError
 from ..plugins.schedules import KINDS, UNITS, check_cron
-from ..timezones import TimeInputError, in_range, parse_local
+from ..timezones import TimeInputError, in_range, parse_local, zone_names
 
 MISFIRE = {"run_once": "Run once to catch up", "skip": "Skip missed runs"}
 MAX_RUNTIME_LIMIT = 24 * 3600
@@ -20,10 +18,9 @@ MAX_PERIOD = timedelta(days=3660)  # every N units: at most about 10 years betwe
 MAX_CRON = 120  # the column's length
 
 
-@lru_cache(maxsize=1)
 def zones() -> frozenset[str]:
-    """Return the IANA time zone names zoneinfo knows."""
-    return frozenset(available_timezones())
+    """Return the IANA time zone names zoneinfo knows (the house's one list)."""
+    return zone_names()
 
 
 def _text(data: Mapping[str, Any], name: str) -> str:

@@ -127,7 +127,12 @@ def refuse_nul_characters():
     if request.path.startswith("/api/"):
         return None
     for values in (request.args, request.form):
-        if any("\x00" in value for _, value in values.items(multi=True)):
+        field = next((name for name, value in values.items(multi=True) if "\x00" in value),
+                     None)
+        if field is not None and wants_json():  # a page's script (autosave) names the field
+            said = f"{field}: {NUL_REFUSED}"
+            return jsonify(error=said, detail=said, field=field, fields={field: NUL_REFUSED}), 400
+        if field is not None:
             return render_error(400, NUL_REFUSED)
     return None
 

@@ -1,8 +1,9 @@
 """GET /metrics: the fleet's gauges and this instance's histograms, for Prometheus."""
 
 import hmac
+from urllib.parse import urlsplit
 
-from flask import Blueprint, Response, current_app, render_template, request
+from flask import Blueprint, Response, current_app, render_template, request, url_for
 
 from ..accounts.tokens import user_for_token
 from ..ops import metrics
@@ -24,7 +25,10 @@ def _unauthorized() -> Response:
     """A 401 in one line for a scraper; a page saying what this is for a browser."""
     headers = {"WWW-Authenticate": 'Bearer realm="metrics"', "Vary": "Accept"}
     if request.accept_mimetypes.best_match(["text/plain", "text/html"]) == "text/html":
-        return Response(render_template("metrics/browser.html"), 401, headers)
+        # its address as links name it (on SITE_URL), never the Host or query a client sent
+        address = url_for("metrics.index", _external=True)
+        return Response(render_template("metrics/browser.html", address=address,
+                                        at=urlsplit(address)), 401, headers)
     return Response("Send Authorization: Bearer <METRICS_TOKEN or an API token>.\n", 401,
                     headers, mimetype="text/plain")
 
