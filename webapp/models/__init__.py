@@ -20,6 +20,7 @@ from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .previews import PreviewLink
 from .purges import CachePurge
+from .releases import Release, ReleaseItem
 from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
 from .timers import Timer, TimerRun
@@ -50,7 +51,9 @@ __all__ = [
     "Post",
     "PostRevision",
     "PreviewLink",
+    "Release",
     "ReleaseBackfill",
+    "ReleaseItem",
     "ProcessVersion",
     "ScheduledChange",
     "SiteState",

@@ -138,6 +138,11 @@ def text(topic: str, payload: dict) -> str:
         "post.published": lambda: f"Published: “{p['title']}” ({p['slug']}).",
         "post.unpublished": lambda: f"Unpublished: “{p['title']}” ({p['slug']}).",
         "post.updated": lambda: f"Updated: “{p['title']}” ({p['slug']}).",
+        "release.published": lambda: f"Release “{p['name']}” went live: "
+                                     f"{len(p['published'])} published, "
+                                     f"{len(p['unpublished'])} taken down, "
+                                     f"{len(p['changed'])} changed"
+                                     f"{', the site settings' if p['settings'] else ''}.",
     }
     try:
         return "[Soloist] " + lines[topic]()

@@ -18,15 +18,15 @@ from flask import current_app
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS
-from ..models import WebhookDelivery, WebhookEndpoint
+from ..models import Release, WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, audit
 from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
-TOPICS = (*TOPIC_HOOKS, *alerts.OPS_TOPICS)
+TOPICS = (*TOPIC_HOOKS, Release.TOPIC, *alerts.OPS_TOPICS)
 FORMATS = ("standard", "slack")  # the event as JSON, or Slack's {"text": ...}
-DEFAULT_TOPICS = tuple(TOPIC_HOOKS)  # the form's first offer; ops alerts are opted into
+DEFAULT_TOPICS = (*TOPIC_HOOKS, Release.TOPIC)  # the form's first offer; ops alerts are opted into
 MIN_SECRET = 16
 MAX_SECRET = 200
 

@@ -126,13 +126,23 @@ def save_settings(name: str, description: str) -> SiteInfo:
     audit.record("site.settings", "site", audit.changes(
         {"name": before.custom_name, "description": before.custom_description},
         {"name": new_name, "description": new_description}))
-    db.session.execute(SAVE_SQL, {"row": SiteState.ROW, "name": new_name,
-                                  "description": new_description, "now": now})
-    # every public page shows the name: the caches purge their "site" key, from the outbox
-    # like any change readers see, in this transaction (webapp.plugins.purges)
-    db.session.add(OutboxEvent(topic="site.settings", created_at=now,
-                               payload={"name": new_name, "description": new_description},
-                               dedupe_key=f"site.settings:{now.isoformat()}"))
-    wake_scheduler("plugins")
+    write_settings(new_name, new_description, now)
     db.session.commit()
     return current()
+
+
+def write_settings(name: str | None, description: str | None, now: datetime,
+                   writer: str = "", release: int | None = None) -> None:
+    """Add the settings (checked: check_settings) and their outbox row to the current
+    transaction (the caller commits); release names the release that carries them."""
+    db.session.execute(SAVE_SQL, {"row": SiteState.ROW, "name": name,
+                                  "description": description, "now": now})
+    # every public page shows the name: the caches purge their "site" key, from the outbox
+    # like any change readers see, in this transaction (webapp.plugins.purges)
+    payload: dict = {"name": name, "description": description}
+    if release is not None:
+        payload["release_id"] = release
+    db.session.add(OutboxEvent(topic="site.settings", created_at=now, instance=writer,
+                               payload=payload,
+                               dedupe_key=f"site.settings:{now.isoformat()}"))
+    wake_scheduler("plugins")
