@@ -195,7 +195,7 @@ def test_the_menu_shows_each_role_the_pages_it_may_open_and_no_other(open_app, r
         pages = {url_for(endpoint) for endpoint, _label, _role in menu(open_app)}
     opens = {url for url in pages if client.get(url).status_code == 200}
     assert shown == opens
-    assert len(shown) == {"viewer": 2, "editor": 7, "admin": len(pages)}[role]
+    assert len(shown) == {"viewer": 2, "editor": 8, "admin": len(pages)}[role]
 
 
 @pytest.mark.parametrize("role", [None, "admin"], ids=["anonymous", "admin"])

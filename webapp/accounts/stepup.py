@@ -166,6 +166,8 @@ HARMLESS: dict[str, str] = {
     "posts.unpublish_time": EVERYDAY, "calendar.move": EVERYDAY,
     "revisions.restore": EVERYDAY, "revisions.change": EVERYDAY,
     "revisions.cancel_change": EVERYDAY,
+    "releases.create": EVERYDAY, "releases.save": EVERYDAY, "releases.add": EVERYDAY,
+    "releases.remove": EVERYDAY, "releases.cancel": EVERYDAY,
     "posts.preview": "renders the Markdown typed; changes nothing",
     "previews.create": "a link that reads one post, expiring and revocable; audited",
     "previews.revoke": "ends a preview link",

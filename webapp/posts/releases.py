@@ -310,8 +310,15 @@ def upcoming_releases(limit: int = 10) -> list[Release]:
     return list_releases(("scheduled",), limit)
 
 
-def releases_between(start: datetime, end: datetime) -> list[Release]:
-    """Return the releases to go or gone between start and end (not the cancelled)."""
-    return list(db.session.scalars(sa.select(Release).where(
-        Release.status != "cancelled", Release.release_at >= start, Release.release_at < end)
-        .order_by(Release.release_at, Release.id)))
+CHOICES = 300  # posts each of the add forms offers, newest first
+
+
+def choices(release_id: int) -> dict[str, list[Post]]:
+    """Return the posts the add forms offer, not in the release yet: those to publish (not
+    live) and those to take down or change (live), newest first."""
+    inside = sa.select(ReleaseItem.post_id).where(ReleaseItem.release_id == release_id,
+                                                  ReleaseItem.post_id.is_not(None))
+    base = (sa.select(Post).options(sa.orm.load_only(Post.id, Post.title, Post.status))
+            .where(Post.id.not_in(inside)).order_by(Post.id.desc()).limit(CHOICES))
+    return {"hidden": list(db.session.scalars(base.where(Post.status != "published"))),
+            "live": list(db.session.scalars(base.where(Post.status == "published")))}

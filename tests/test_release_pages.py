@@ -1,0 +1,123 @@
+"""Releases in the browser's forms: made in the editor's zone, items added and removed, refusals
+next to the field with what was typed kept, cancelled, read-only once gone, and shown as one
+thing on the dashboard and the calendar."""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from tests.harness.support import field_error, new_post, post_form, text
+from webapp.extensions import db
+from webapp.models import AuditEvent, Release, ReleaseItem
+from webapp.scheduling import publish
+
+
+def _release(app) -> Release:
+    with app.app_context():
+        return db.session.scalars(sa.select(Release)).one()
+
+
+def _items(app) -> list[tuple[str, int | None]]:
+    with app.app_context():
+        return [(i.kind, i.post_id) for i in db.session.scalars(
+            sa.select(ReleaseItem).order_by(ReleaseItem.id))]
+
+
+def test_an_editor_makes_a_release_in_their_zone_fills_it_and_it_goes_as_one(app, auth):
+    client = auth.client("editor", timezone="Europe/Paris")
+    draft = new_post(app, "Launch day")
+    live = new_post(app, "Old offer", status="published",
+                    published_at=datetime.now(UTC) - timedelta(days=1))
+    made = post_form(client, "/admin/releases/", {"name": "Spring launch",
+                                                   "release_at": "2031-03-01T09:00",
+                                                   "zone": "Europe/Paris"})
+    assert made.status_code == 303
+    release = _release(app)
+    assert release.release_at == datetime(2031, 3, 1, 8, 0, tzinfo=UTC)
+    url = made.headers["Location"]
+    assert post_form(client, f"{url}/items", {"kind": "publish", "post_id": draft,
+                                              "version": 1}).status_code == 303
+    assert post_form(client, f"{url}/items", {"kind": "unpublish", "post_id": live,
+                                              "version": 2}).status_code == 303
+    page = text(client.get(url))
+    assert "Launch day" in page and "Take down" in page and "Old offer" in page
+    # the dashboard and the calendar show the release as one thing
+    assert "Spring launch" in text(client.get("/admin/"))
+    calendar = text(client.get("/admin/calendar/?date=2031-03-01"))
+    assert re.search(r"Release: Spring launch \(2 changes\)", calendar)
+    with app.app_context():
+        publish.tick(release.release_at)
+        actions = set(db.session.scalars(sa.select(AuditEvent.action)))
+    assert {"release.create", "release.add"} <= actions
+    gone = text(client.get(url))
+    assert "Went live" in gone and "Cancel the release" not in gone
+    assert "Remove</button>" not in gone
+
+
+def test_a_refused_release_says_why_next_to_the_field_and_keeps_what_was_typed(app, auth):
+    client = auth.client("editor")
+    refused = post_form(client, "/admin/releases/", {"name": "Summer",
+                                                      "release_at": "2020-01-01T09:00",
+                                                      "zone": "UTC"})
+    assert refused.status_code == 422
+    page = text(refused)
+    assert "already passed" in field_error(page, "release_at")
+    assert 'value="Summer"' in page
+    assert post_form(client, "/admin/releases/", {"name": "", "release_at": "2031-01-01T09:00",
+                                                   "zone": "UTC"}).status_code == 422
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count(Release.id))) == 0
+
+
+def test_a_settings_item_refused_keeps_the_text_and_an_item_can_be_removed(app, auth):
+    client = auth.client("editor")
+    url = post_form(client, "/admin/releases/", {"name": "Rename", "release_at":
+                                                 "2031-01-01T09:00", "zone": "UTC"}
+                    ).headers["Location"]
+    long = "x" * 101
+    refused = post_form(client, f"{url}/items", {"kind": "settings", "site_name": long,
+                                                 "site_description": "Hi"})
+    assert refused.status_code == 422
+    assert "100 characters" in field_error(text(refused), "site_name")
+    assert long in text(refused)
+    assert post_form(client, f"{url}/items", {"kind": "settings", "site_name": "New",
+                                              "site_description": "Hi"}).status_code == 303
+    with app.app_context():
+        item = db.session.scalars(sa.select(ReleaseItem)).one()
+    assert post_form(client, f"{url}/items/{item.id}/remove").status_code == 303
+    assert _items(app) == []
+
+
+def test_a_change_item_is_written_on_its_own_page_and_a_refusal_keeps_the_text(app, auth):
+    client = auth.client("editor")
+    live = new_post(app, "Prices", status="published", body="40 euros",
+                    published_at=datetime.now(UTC))
+    url = post_form(client, "/admin/releases/", {"name": "Sale", "release_at":
+                                                 "2031-01-01T09:00", "zone": "UTC"}
+                    ).headers["Location"]
+    form = text(client.get(f"{url}/change?post_id={live}"))
+    assert "40 euros" in form
+    same = post_form(client, f"{url}/items", {"kind": "change", "post_id": live,
+                                              "title": "Prices", "body": "40 euros"})
+    assert same.status_code == 422 and "change something" in field_error(text(same), "body")
+    assert post_form(client, f"{url}/items", {"kind": "change", "post_id": live,
+                                              "title": "Prices", "body": "30 euros"}
+                     ).status_code == 303
+    assert _items(app) == [("change", live)]
+
+
+def test_a_cancelled_release_is_read_only_and_a_viewer_cannot_touch_one(app, auth):
+    client = auth.client("editor")
+    url = post_form(client, "/admin/releases/", {"name": "Maybe", "release_at":
+                                                 "2031-01-01T09:00", "zone": "UTC"}
+                    ).headers["Location"]
+    viewer = auth.client("viewer")
+    assert viewer.get(url).status_code == 403
+    assert post_form(viewer, f"{url}/cancel").status_code == 403
+    assert post_form(client, f"{url}/cancel", {"version": 1}).status_code == 303
+    assert _release(app).status == "cancelled"
+    assert "Cancelled" in text(client.get(url))
+    again = post_form(client, f"{url}/items", {"kind": "settings", "site_name": "X"})
+    assert again.status_code == 422 and "cancelled" in text(again)
+    assert client.get("/admin/releases/999999").status_code == 404
