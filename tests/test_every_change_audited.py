@@ -47,7 +47,7 @@ from webapp.models import (
 )
 from webapp.ops import freezes
 from webapp.plugins import registry
-from webapp.posts import content_digest, create_link, revisions
+from webapp.posts import content_digest, create_link, release_preview, revisions
 from webapp.posts.releases import ItemSpec, create_release
 
 WEB_ADDRESS, API_ADDRESS = "198.51.100.7", "2001:db8::42"
@@ -291,6 +291,13 @@ def _release_item(w: World) -> str:
     return f"/admin/releases/{release}/items/{item}/remove"
 
 
+def _revoke_release_preview(w: World):
+    release = _release(w)
+    with w.app.app_context():
+        release_preview.create_preview(release, 7)
+    return w.form(f"/admin/releases/{release}/preview/revoke")
+
+
 def _sign_in(w: World):
     w.client = w.app.test_client()
     return AuthActions(w.client).login("editor", address=WEB_ADDRESS)
@@ -330,6 +337,11 @@ CASES = [
          "“Launch”"),
     Case("releases.cancel", "editor", lambda w: w.form(f"/admin/releases/{_release(w)}/cancel"),
          "release.cancel", "“Launch”"),
+    Case("releases.preview", "editor", lambda w: w.form(
+        f"/admin/releases/{_release(w)}/preview", {"days": "7"}), "release.preview", "“Launch”",
+         status=201),
+    Case("releases.revoke_preview", "editor", _revoke_release_preview,
+         "release.preview_revoke", "“Launch”"),
     Case("previews.create", "editor", lambda w: w.form(
         f"/admin/posts/{w.post()}/previews", {"days": "7"}), "preview.create", "“Hello”",
          status=201),

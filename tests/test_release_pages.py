@@ -121,3 +121,32 @@ def test_a_cancelled_release_is_read_only_and_a_viewer_cannot_touch_one(app, aut
     again = post_form(client, f"{url}/items", {"kind": "settings", "site_name": "X"})
     assert again.status_code == 422 and "cancelled" in text(again)
     assert client.get("/admin/releases/999999").status_code == 404
+
+
+def test_a_preview_link_shows_the_site_as_it_will_be_until_revoked(app, auth):
+    client = auth.client("editor")
+    new = new_post(app, "Brand new thing")
+    old = new_post(app, "Old thing", status="published", published_at=datetime.now(UTC))
+    live = new_post(app, "Prices", status="published", body="40 euros",
+                    published_at=datetime.now(UTC))
+    url = post_form(client, "/admin/releases/", {"name": "Launch", "release_at":
+                                                 "2031-01-01T09:00", "zone": "UTC"}
+                    ).headers["Location"]
+    for item in ({"kind": "publish", "post_id": new}, {"kind": "unpublish", "post_id": old},
+                 {"kind": "change", "post_id": live, "title": "Prices", "body": "30 euros"},
+                 {"kind": "settings", "site_name": "Spring shop", "site_description": ""}):
+        assert post_form(client, f"{url}/items", item).status_code == 303
+    made = post_form(client, f"{url}/preview", {"days": "7"})
+    assert made.status_code == 201
+    link = re.search(r'id="new-preview-link">([^<]+)<', text(made)).group(1)
+    path = link.split("localhost", 1)[-1]
+    reader = app.test_client()
+    home = reader.get(path)
+    assert home.status_code == 200 and home.headers["Cache-Control"] == "private, no-store"
+    page = text(home)
+    assert "Brand new thing" in page and "Old thing" not in page and "Spring shop" in page
+    assert "Brand new thing" not in text(reader.get("/"))  # readers: the site as it is
+    assert "30 euros" in text(reader.get(f"{path}/posts/{live}"))
+    assert reader.get(f"{path}/posts/{old}").status_code == 404  # taken down by then
+    assert post_form(client, f"{url}/preview/revoke").status_code == 303
+    assert reader.get(path).status_code == 404

@@ -29,10 +29,13 @@ def upgrade():
         sa.Column('author', sa.String(length=254), nullable=False),
         sa.Column('published_at', sa.DateTime(timezone=True), nullable=True),
         sa.Column('result', sa.JSON(), nullable=True),
+        sa.Column('preview_hash', sa.String(length=64), nullable=True),
+        sa.Column('preview_expires_at', sa.DateTime(timezone=True), nullable=True),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(['author_id'], ['users.id'], ondelete='SET NULL'),
         sa.PrimaryKeyConstraint('id'),
+        sa.UniqueConstraint('preview_hash'),
     )
     op.create_index('ix_releases_due', 'releases', ['release_at'],
                     postgresql_where=sa.text("status = 'scheduled'"),

@@ -168,6 +168,8 @@ HARMLESS: dict[str, str] = {
     "revisions.cancel_change": EVERYDAY,
     "releases.create": EVERYDAY, "releases.save": EVERYDAY, "releases.add": EVERYDAY,
     "releases.remove": EVERYDAY, "releases.cancel": EVERYDAY,
+    "releases.preview": "a link that reads one release's posts, expiring and revocable; audited",
+    "releases.revoke_preview": "ends a preview link",
     "posts.preview": "renders the Markdown typed; changes nothing",
     "previews.create": "a link that reads one post, expiring and revocable; audited",
     "previews.revoke": "ends a preview link",

@@ -37,6 +37,9 @@ class Release(Model):
     # what it did when it went: {"published": [ids], "unpublished": [...], "changed": [...],
     # "settings": bool, "skipped": [{"post_id", "kind", "why"}]}
     result: Mapped[dict | None] = mapped_column(sa.JSON)
+    # its preview link (the site as it will be): the token's SHA-256 only, shown once
+    preview_hash: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    preview_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

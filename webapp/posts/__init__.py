@@ -13,7 +13,7 @@ validators follow, bumped in the same transaction); nothing that builds on posts
 (plugins, timers, scheduling, views).
 """
 
-from . import releases, revisions
+from . import release_preview, releases, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -94,7 +94,8 @@ __all__ = [
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "apply_due_releases", "cancel_change", "pending_change", "releases",
+    "apply_due_changes", "apply_due_releases", "cancel_change", "pending_change",
+    "release_preview", "releases",
     "revisions", "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",

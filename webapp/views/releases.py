@@ -4,7 +4,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 
 from ..accounts.security import role_required
 from ..models import Release
-from ..posts import PostError, get_post, releases
+from ..posts import PostError, get_post, release_preview, releases
 from ..posts.releases import ItemSpec, ReleaseError
 from ..site import state
 from ..site.markdown import render
@@ -175,4 +175,34 @@ def cancel(release_id: int):
         flash(next(iter(exc.errors.values())), "error")
     else:
         flash(f"Release “{release.name}” cancelled: nothing in it goes live.", "success")
+    return redirect(url_for("releases.show", release_id=release_id), code=303)
+
+
+@bp.post("/<int:release_id>/preview")
+@role_required("editor")
+def preview(release_id: int):
+    """Make the release's preview link (the site as it will be) for days=1, 7 or 30; show it
+    once."""
+    release = _release_or_404(release_id)
+    try:
+        _release, token = release_preview.create_preview(release.id,
+                                                         request.form.get("days", type=int))
+    except PostError as exc:
+        flash(" ".join(exc.errors.values()), "error")
+        return redirect(url_for("releases.show", release_id=release_id), code=303)
+    return _page(_release_or_404(release_id), 201,
+                 new_link=url_for("previews.release", token=token, _external=True))
+
+
+@bp.post("/<int:release_id>/preview/revoke")
+@role_required("editor")
+def revoke_preview(release_id: int):
+    """End the release's preview link now."""
+    release = _release_or_404(release_id)
+    try:
+        release_preview.revoke_preview(release.id)
+    except PostError as exc:
+        flash(" ".join(exc.errors.values()), "error")
+    else:
+        flash("Preview link revoked: it no longer opens the release.", "success")
     return redirect(url_for("releases.show", release_id=release_id), code=303)
