@@ -464,6 +464,14 @@ CASES = [
          "media.delete", "“gull.jpg”", 200),
     Case("api.run_timer", "editor", lambda w: w.call("POST", f"/api/timers/{w.timer()}/run"),
          "timer.run", "“Review timer”", 202),
+    Case("api.create_release", "editor", lambda w: w.call("POST", "/api/releases", {
+        "name": "Launch", "release_at": "2031-01-15T09:30:00Z"}), "release.create", "“Launch”",
+         201),
+    Case("api.update_release", "editor", lambda w: w.call(
+        "PATCH", f"/api/releases/{_release(w)}", {"name": "Launch 2"}), "release.edit",
+         "“Launch 2”", 200),
+    Case("api.cancel_release", "editor", lambda w: w.call(
+        "POST", f"/api/releases/{_release(w)}/cancel"), "release.cancel", "“Launch”", 200),
 ]
 
 

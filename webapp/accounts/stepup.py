@@ -176,6 +176,8 @@ HARMLESS: dict[str, str] = {
     "media.upload": MEDIA, "media.delete": MEDIA,
     "timers.create": TIMERS, "timers.edit": TIMERS, "timers.delete": TIMERS,
     "timers.pause": TIMERS, "timers.resume": TIMERS, "timers.run_now": TIMERS,
+    "api.create_release": EVERYDAY, "api.update_release": EVERYDAY,
+    "api.cancel_release": EVERYDAY,
     "api.create_post": EVERYDAY, "api.update_post": EVERYDAY, "api.publish_post": EVERYDAY,
     "api.run_timer": TIMERS, "api.upload_media": MEDIA, "api.delete_media": MEDIA,
     # admins' changes that give no access and send nothing anywhere new

@@ -286,14 +286,15 @@ def cancel_release(release_id: int, version: int | None = None) -> Release:
     return release
 
 
-def list_releases(statuses: Sequence[str] = Release.STATUSES, limit: int = 100) -> list[Release]:
+def list_releases(statuses: Sequence[str] = Release.STATUSES, limit: int = 100,
+                  offset: int = 0) -> list[Release]:
     """Return releases with one of statuses: the ones to go first (soonest), then the rest
-    newest first."""
+    newest first (from offset)."""
     return list(db.session.scalars(
         sa.select(Release).where(Release.status.in_(list(statuses)))
         .order_by(sa.case((Release.status == "scheduled", 0), else_=1),
                   sa.case((Release.status == "scheduled", Release.release_at)),
-                  Release.release_at.desc(), Release.id.desc()).limit(limit)))
+                  Release.release_at.desc(), Release.id.desc()).offset(offset).limit(limit)))
 
 
 def item_counts(release_ids: Sequence[int]) -> dict[int, int]:

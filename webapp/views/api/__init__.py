@@ -2,7 +2,7 @@
 
 # the route modules add their endpoints to bp; bp lives in its own module so that they
 # import it from there and nothing here is imported back
-from . import audit, contract, leaders, media, plugins, posts  # noqa: F401
+from . import audit, contract, leaders, media, plugins, posts, releases  # noqa: F401
 from .blueprint import bp
 
 __all__ = ["bp"]
