@@ -68,3 +68,13 @@ def test_a_cancelled_release_never_goes(app, api):
     with app.app_context():
         publish.tick(datetime(2031, 6, 2, tzinfo=UTC))
     assert api("GET", f"/api/posts/{draft}", role="viewer").get_json()["status"] == "draft"
+
+
+def test_a_null_version_is_refused_not_taken_for_none(app, api):
+    made = api("POST", "/api/releases", body={"name": "L", "release_at": AT}).get_json()
+    for method, path in (("POST", f"/api/releases/{made['id']}/cancel"),
+                         ("PATCH", f"/api/releases/{made['id']}")):
+        refused = api(method, path, body={"version": None})
+        assert refused.status_code == 422 and refused.get_json()["field"] == "version"
+    assert api("GET", f"/api/releases/{made['id']}", role="viewer").get_json()[
+        "status"] == "scheduled"

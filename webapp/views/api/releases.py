@@ -90,9 +90,11 @@ def _items(data: dict) -> list[ItemSpec] | None:
 
 
 def _version(data: dict) -> int | None:
-    version = data.get("version")
-    if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-        raise invalid("version", "must be a whole number")
+    if "version" not in data:
+        return None
+    version = data["version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise invalid("version", "must be a whole number (leave it out to skip the check)")
     return version
 
 
