@@ -117,8 +117,9 @@ def apply_due(now: datetime, limit: int = 1, holder: str = "", term: int = 0) ->
     state.bump(now)
     wake_scheduler(PLUGINS.name)
     wake_scheduler(PUBLISH.name)  # a post published may carry its unpublish time
+    done = [release.id]  # read before the commit expires it (a read after: one more query)
     db.session.commit()
-    return [release.id]
+    return done
 
 
 def _result(wanted: dict[str, list[int]], published: Sequence[sa.Row],
