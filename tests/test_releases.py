@@ -251,3 +251,17 @@ def test_a_cancelled_release_never_goes(app):
 
 def test_webhooks_offer_release_published():
     assert "release.published" in endpoints.TOPICS
+
+
+def test_a_release_goes_on_sqlite_too(sqlite_app):
+    ids = drafts(sqlite_app, 3)
+    live = new_post(sqlite_app, "Prices", status="published", body="40 euros",
+                    published_at=AT - timedelta(days=1))
+    release_of(sqlite_app, [*(ItemSpec("publish", i) for i in ids),
+                            ItemSpec("change", live, title="Prices", body="30 euros")])
+    with sqlite_app.app_context():
+        assert publish.tick(AT - timedelta(seconds=1)) == AT
+        assert publish.tick(AT) is None
+        assert db.session.get(Post, live).body == "30 euros"
+    assert statuses(sqlite_app, ids) == {"published"}
+    assert topics(sqlite_app) == {"post.published": 3, "post.updated": 1, "release.published": 1}

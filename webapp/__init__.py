@@ -118,7 +118,6 @@ NAV = [
     ("dashboard.index", "Dashboard"),
     ("posts.index", "Posts"),
     ("calendar.index", "Calendar"),
-    ("releases.index", "Releases"),
     ("timers.index", "Timers"),
     ("plugins.index", "Plugins"),
     ("media.index", "Media"),
