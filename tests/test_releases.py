@@ -12,7 +12,16 @@ from tests.harness.support import new_post, race_two
 from webapp import posts
 from webapp.extensions import db
 from webapp.leadership.keys import PUBLISH
-from webapp.models import CachePurge, LeaderState, OutboxEvent, Post, PostRevision, Release
+from webapp.models import (
+    CachePurge,
+    LeaderState,
+    OutboxEvent,
+    Post,
+    PostRevision,
+    Release,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from webapp.ops import freezes
 from webapp.plugins import endpoints
 from webapp.posts.releases import ItemSpec, ReleaseError
@@ -265,3 +274,17 @@ def test_a_release_goes_on_sqlite_too(sqlite_app):
         assert db.session.get(Post, live).body == "30 euros"
     assert statuses(sqlite_app, ids) == {"published"}
     assert topics(sqlite_app) == {"post.published": 3, "post.updated": 1, "release.published": 1}
+
+
+def test_an_endpoint_subscribed_to_releases_gets_one_delivery_for_the_whole_release(app):
+    ids = drafts(app, 5)
+    release_of(app, [ItemSpec("publish", i) for i in ids])
+    with app.app_context():
+        db.session.add(WebhookEndpoint(url="http://127.0.0.1:9/hook", secret="s" * 32,
+                                       events=["release.published"]))
+        db.session.commit()
+        publish.tick(AT)
+        delivery_tick.fan_out(AT, {"webhooks"})
+        sent = list(db.session.scalars(sa.select(WebhookDelivery)))
+    assert [d.topic for d in sent] == ["release.published"]
+    assert '"release_id"' in sent[0].body and "Launch" in sent[0].body
