@@ -8,7 +8,7 @@ every edit locks its row, so an edit lands wholly before the publish leader take
 is refused after; afterwards it is read-only. Every edit is audited.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -106,10 +106,11 @@ def check_head(name: str, release_at: datetime | None, now: datetime) -> str:
     return name
 
 
-def check_item(spec: ItemSpec, taken: Sequence[ReleaseItem] = ()) -> ReleaseItem:
+def check_item(spec: ItemSpec, taken: Collection[int | None] = ()) -> ReleaseItem:
     """Return the item spec describes, checked; raise ReleaseError naming the bad field.
 
-    taken: the release's other items (a post is in a release once, the settings too).
+    taken: the post ids of the release's other items, None for its settings (a post is
+    in a release once, the settings too).
     """
     if spec.kind not in KINDS:
         raise ReleaseError({"kind": "Pick what the item does: publish, take down, change the "
@@ -130,8 +131,8 @@ def check_item(spec: ItemSpec, taken: Sequence[ReleaseItem] = ()) -> ReleaseItem
     return item
 
 
-def _settings_item(spec: ItemSpec, taken: Sequence[ReleaseItem]) -> ReleaseItem:
-    if any(item.kind == "settings" for item in taken):
+def _settings_item(spec: ItemSpec, taken: Collection[int | None]) -> ReleaseItem:
+    if None in taken:
         raise ReleaseError({"kind": "This release changes the site's settings already: "
                                     "remove that item first."})
     try:
@@ -142,7 +143,7 @@ def _settings_item(spec: ItemSpec, taken: Sequence[ReleaseItem]) -> ReleaseItem:
     return ReleaseItem(kind="settings", site_name=name, site_description=description)
 
 
-def _item_post(spec: ItemSpec, taken: Sequence[ReleaseItem]) -> Post:
+def _item_post(spec: ItemSpec, taken: Collection[int | None]) -> Post:
     """Return the post a post's item names, if the item may do its kind to it."""
     if spec.post_id is None:
         raise ReleaseError({"post_id": "Pick a post."})
@@ -150,7 +151,7 @@ def _item_post(spec: ItemSpec, taken: Sequence[ReleaseItem]) -> Post:
         post = get_post(spec.post_id)
     except PostError:
         raise ReleaseError({"post_id": "That post does not exist (any more)."}) from None
-    if any(item.post_id == post.id for item in taken):
+    if post.id in taken:
         raise ReleaseError({"post_id": f"“{post.title}” is in this release already: remove "
                                        "it first to change what the release does with it."})
     if spec.kind == "publish" and post.status == "published":
@@ -185,9 +186,11 @@ def _checked_items(specs: Sequence[ItemSpec]) -> list[ReleaseItem]:
     if ids:  # read the posts at once: get_post then finds each in the session
         list(db.session.scalars(sa.select(Post).where(Post.id.in_(ids))))
     items: list[ReleaseItem] = []
+    taken: set[int | None] = set()
     for n, spec in enumerate(specs):
         try:
-            items.append(check_item(spec, items))
+            items.append(check_item(spec, taken))
+            taken.add(items[-1].post_id)
         except ReleaseError as exc:
             raise ReleaseError({f"items[{n}].{k}" if k != "form" else "items": v
                                 for k, v in exc.errors.items()}) from None
@@ -247,7 +250,7 @@ def add_item(release_id: int, spec: ItemSpec, version: int | None = None) -> Rel
     """Add one item to a release still to go, audited; commit; return it."""
     release = _editable(release_id, version)
     try:
-        item = check_item(spec, items_of(release_id))
+        item = check_item(spec, {item.post_id for item in items_of(release_id)})
     except ReleaseError:
         db.session.rollback()
         raise
