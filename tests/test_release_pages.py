@@ -42,6 +42,9 @@ def test_an_editor_makes_a_release_in_their_zone_fills_it_and_it_goes_as_one(app
                                               "version": 2}).status_code == 303
     page = text(client.get(url))
     assert "Launch day" in page and "Take down" in page and "Old offer" in page
+    # each post's page says the release will move it
+    assert "Goes live with the release" in text(client.get(f"/admin/posts/{draft}"))
+    assert "Comes down with the release" in text(client.get(f"/admin/posts/{live}"))
     # the dashboard and the calendar show the release as one thing
     assert "Spring launch" in text(client.get("/admin/"))
     calendar = text(client.get("/admin/calendar/?date=2031-03-01"))

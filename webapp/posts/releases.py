@@ -326,3 +326,12 @@ def choices(release_id: int) -> dict[str, list[Post]]:
             .where(Post.id.not_in(inside)).order_by(Post.id.desc()).limit(CHOICES))
     return {"hidden": list(db.session.scalars(base.where(Post.status != "published"))),
             "live": list(db.session.scalars(base.where(Post.status == "published")))}
+
+
+def releases_of(post_id: int) -> list[tuple[Release, str]]:
+    """Return the releases still to go that name the post, soonest first, with what each
+    does to it (the item's kind)."""
+    return [(release, kind) for release, kind in db.session.execute(
+        sa.select(Release, ReleaseItem.kind).join(ReleaseItem, ReleaseItem.release_id == Release.id)
+        .where(ReleaseItem.post_id == post_id, Release.status == "scheduled")
+        .order_by(Release.release_at, Release.id))]

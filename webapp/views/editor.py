@@ -84,4 +84,5 @@ def panel_context(post: Post, sched: dict | None = None, sched_errors: dict | No
                  "unpublish_at": input_value(post.unpublish_at, zone), "zone": zone}
     return {"post": post, "sched": sched, "sched_errors": sched_errors or {},
             "zones": sorted(zone_names()), "pending": posts.pending_change(post),
-            "versions": posts.revisions.history(post.id, limit=5), **context}
+            "versions": posts.revisions.history(post.id, limit=5),
+            "in_releases": posts.releases.releases_of(post.id), **context}
