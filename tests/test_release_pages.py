@@ -153,3 +153,28 @@ def test_a_preview_link_shows_the_site_as_it_will_be_until_revoked(app, auth):
     assert reader.get(f"{path}/posts/{old}").status_code == 404  # taken down by then
     assert post_form(client, f"{url}/preview/revoke").status_code == 303
     assert reader.get(path).status_code == 404
+
+
+def test_hostile_text_in_every_release_field_is_refused_by_name_never_a_500(app, auth):
+    client = auth.client("editor")
+    live = new_post(app, "Prices", status="published", published_at=datetime.now(UTC))
+    for bad in ("a\x00b", "a\x07b", "a\ufffeb"):  # NUL: refused as a request (400)
+        made = post_form(client, "/admin/releases/", {"name": bad,
+                                                      "release_at": "2031-01-01T09:00",
+                                                      "zone": "UTC"})
+        assert made.status_code in (400, 422), bad
+        assert made.status_code == 400 or field_error(text(made), "name")
+    url = post_form(client, "/admin/releases/", {"name": "Launch", "release_at":
+                                                 "2031-01-01T09:00", "zone": "Mars/Olympus"})
+    assert url.status_code == 422 and field_error(text(url), "zone")
+    url = post_form(client, "/admin/releases/", {"name": "Launch", "release_at":
+                                                 "2031-01-01T09:00", "zone": "UTC"}
+                    ).headers["Location"]
+    for item in ({"kind": "change", "post_id": live, "title": "T\x07", "body": "B"},
+                 {"kind": "change", "post_id": live, "title": "T", "body": "B\x00"},
+                 {"kind": "settings", "site_name": "N\x1b", "site_description": ""},
+                 {"kind": "publish", "post_id": "99999999999999999999"},
+                 {"kind": "<script>", "post_id": "x"}):
+        assert post_form(client, f"{url}/items", item).status_code in (400, 422), item
+    assert _items(app) == []
+    assert client.get(f"{url}/change?post_id=abc").status_code == 404

@@ -21,6 +21,7 @@ from ..leadership.keys import PUBLISH
 from ..models import Post, Release, ReleaseItem
 from ..ops import audit
 from ..site import state
+from ..site.xmltext import unsafe_character
 from . import revisions
 from .edits import MAX_ID, check_fields, get_post
 from .errors import PostError, PublishTimeInPast
@@ -94,6 +95,8 @@ def check_head(name: str, release_at: datetime | None, now: datetime) -> str:
     errors = {}
     if not name:
         errors["name"] = "Give the release a name, e.g. Spring launch."
+    elif found := unsafe_character(name):  # first: a lone surrogate cannot even be stored
+        errors["name"] = f"Remove the character {found}: a name cannot hold it."
     elif len(name) > MAX_NAME:
         errors["name"] = f"Keep the name under {MAX_NAME} characters (it has {len(name)})."
     if release_at is None:
