@@ -86,7 +86,7 @@ def apply_due(now: datetime, limit: int = 1, holder: str = "", term: int = 0) ->
             settings = item
         else:
             wanted[item.kind].append(item.post_id)
-    changed = _change(release, wanted["change"], now)  # first: a post published with it
+    changed = _change(release, wanted["change"], now)
     keep_expiry = sa.case((Post.unpublish_at > now, Post.unpublish_at), else_=None)
     published = move([Post.id.in_(wanted["publish"]), Post.status.in_(SCHEDULABLE)],
                      {"status": "published", "published_at": now, "publish_at": now,
@@ -95,12 +95,8 @@ def apply_due(now: datetime, limit: int = 1, holder: str = "", term: int = 0) ->
     unpublished = move([Post.id.in_(wanted["unpublish"]), Post.status == "published"],
                        {"status": "unpublished", "unpublish_at": None, "updated_at": now}
                        ) if wanted["unpublish"] else []
-    went_live = {row.id for row in published}
-    # a post published by the release tells its text in post.published; a live one changed
-    # says post.updated, with the version it has after the whole release
-    live_changed = [row for row in changed if row.status == "published"
-                    and row.id not in went_live and row.id not in
-                    {r.id for r in unpublished}]
+    # a post is in a release once: a changed one is neither published nor taken down by it
+    live_changed = [row for row in changed if row.status == "published"]
     write_outbox("post.published", published, now, holder, release=release.id)
     write_outbox("post.unpublished", unpublished, now, holder, release=release.id)
     write_outbox("post.updated", live_changed, now, holder, release=release.id)
