@@ -1,4 +1,5 @@
-"""A fleet hurt at random every ~2 s still publishes every post once, on time, to webhooks."""
+"""A fleet hurt at random every ~2 s still publishes every post and release once, on time, to
+webhooks."""
 
 
 import pytest
@@ -40,5 +41,8 @@ def test_chaos_publishes_every_post_once_never_early_with_one_delivery_id(pg_ser
     assert report.changes["lags"] and not report.changes["not_once"], (
         f"scheduled changes not swapped in exactly once:\n{report}")
     assert not report.changes["early"], f"scheduled changes swapped in early:\n{report}"
+    assert report.releases["lags"] and not report.releases["not_once"], (
+        f"releases not applied once and whole:\n{report}")
+    assert not report.releases["early"], f"releases applied early:\n{report}"
     assert p99(outcome.lags) <= LAG_P99, (
         f"publish lag p99 {p99(outcome.lags):.1f} s (target ≤ {LAG_P99:g} s):\n{report}")

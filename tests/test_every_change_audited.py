@@ -12,6 +12,7 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pyotp
 import pytest
@@ -38,6 +39,7 @@ from webapp.models import (
     OutboxEvent,
     Passkey,
     PostReview,
+    ReleaseItem,
     ScheduledChange,
     User,
     WebhookDelivery,
@@ -46,7 +48,8 @@ from webapp.models import (
 )
 from webapp.ops import freezes
 from webapp.plugins import registry
-from webapp.posts import content_digest, create_link, revisions
+from webapp.posts import content_digest, create_link, release_preview, revisions
+from webapp.posts.releases import ItemSpec, create_release
 
 WEB_ADDRESS, API_ADDRESS = "198.51.100.7", "2001:db8::42"
 FUTURE = "2031-01-15T09:30"
@@ -295,6 +298,28 @@ def _upload_media(w: World, api: bool = False):
     return post_form(w.client, "/admin/media/", form, content_type="multipart/form-data")
 
 
+def _release(w: World, items: int = 0) -> int:
+    """Make a release "Launch" without a request (no audit row), with items drafts in it."""
+    specs = [ItemSpec("publish", new_post(w.app, f"Draft {n}")) for n in range(items)]
+    with w.app.app_context():
+        w.ids["release"] = create_release("Launch", datetime(2031, 1, 15, tzinfo=UTC), specs).id
+    return w.ids["release"]
+
+
+def _release_item(w: World) -> str:
+    release = _release(w, items=1)
+    with w.app.app_context():
+        item = db.session.scalar(sa.select(ReleaseItem.id))
+    return f"/admin/releases/{release}/items/{item}/remove"
+
+
+def _revoke_release_preview(w: World):
+    release = _release(w)
+    with w.app.app_context():
+        release_preview.create_preview(release, 7)
+    return w.form(f"/admin/releases/{release}/preview/revoke")
+
+
 def _sign_in(w: World):
     w.client = w.app.test_client()
     return AuthActions(w.client).login("editor", address=WEB_ADDRESS)
@@ -333,6 +358,21 @@ CASES = [
     Case("revisions.change", "editor", _scheduled_change, "post.change_edit"),
     Case("revisions.cancel_change", "editor", lambda w: _scheduled_change(w, cancel=True),
          "post.change_cancel", "“Hello”"),
+    Case("releases.create", "editor", lambda w: w.form("/admin/releases/", {
+        "name": "Launch", "release_at": FUTURE, "zone": "UTC"}), "release.create", "“Launch”"),
+    Case("releases.save", "editor", lambda w: w.form(f"/admin/releases/{_release(w)}", {
+        "name": "Launch 2", "release_at": FUTURE, "zone": "UTC"}), "release.edit", "“Launch 2”"),
+    Case("releases.add", "editor", lambda w: w.form(f"/admin/releases/{_release(w)}/items", {
+        "kind": "publish", "post_id": w.post()}), "release.add", "“Launch”"),
+    Case("releases.remove", "editor", lambda w: w.form(_release_item(w)), "release.remove",
+         "“Launch”"),
+    Case("releases.cancel", "editor", lambda w: w.form(f"/admin/releases/{_release(w)}/cancel"),
+         "release.cancel", "“Launch”"),
+    Case("releases.preview", "editor", lambda w: w.form(
+        f"/admin/releases/{_release(w)}/preview", {"days": "7"}), "release.preview", "“Launch”",
+         status=201),
+    Case("releases.revoke_preview", "editor", _revoke_release_preview,
+         "release.preview_revoke", "“Launch”"),
     Case("previews.create", "editor", lambda w: w.form(
         f"/admin/posts/{w.post()}/previews", {"days": "7"}), "preview.create", "“Hello”",
          status=201),
@@ -474,6 +514,14 @@ CASES = [
          "media.delete", "“gull.jpg”", 200),
     Case("api.run_timer", "editor", lambda w: w.call("POST", f"/api/timers/{w.timer()}/run"),
          "timer.run", "“Review timer”", 202),
+    Case("api.create_release", "editor", lambda w: w.call("POST", "/api/releases", {
+        "name": "Launch", "release_at": "2031-01-15T09:30:00Z"}), "release.create", "“Launch”",
+         201),
+    Case("api.update_release", "editor", lambda w: w.call(
+        "PATCH", f"/api/releases/{_release(w)}", {"name": "Launch 2"}), "release.edit",
+         "“Launch 2”", 200),
+    Case("api.cancel_release", "editor", lambda w: w.call(
+        "POST", f"/api/releases/{_release(w)}/cancel"), "release.cancel", "“Launch”", 200),
 ]
 
 

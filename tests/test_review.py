@@ -24,7 +24,7 @@ from tests.harness.support import (
 from tests.test_webhook_urls import allowed_app  # noqa: F401 (the fixture)
 from webapp.accounts.tokens import create_token
 from webapp.extensions import db
-from webapp.models import AuditEvent, OutboxEvent, Post, PostReview, User
+from webapp.models import AuditEvent, OutboxEvent, Post, PostReview, ReleaseItem, User
 from webapp.ops import alerts
 from webapp.plugins.endpoints import create_webhook
 from webapp.scheduling import plugin_tick, publish
@@ -328,3 +328,25 @@ def test_review_works_on_sqlite_too(sqlite_app):
     assert post_form(admin, "/admin/site/review", {"require_review": "1"}).status_code == 303
     assert post_form(editor, f"/admin/posts/{new_post(sqlite_app, 'Tide')}/publish"
                      ).status_code == 403
+
+
+def test_a_release_takes_no_post_live_round_the_review(app, people):
+    """A release is one more way live: a post waiting for review cannot ride one, and with
+    "Require review" on an editor's release publishes nothing of theirs unapproved."""
+    contributor, editor, admin = people["contributor"], people["editor"], people["admin"]
+    post_id = write(contributor)
+    post_form(contributor, f"/admin/posts/{post_id}/submit", {"version": 1})
+    made = post_form(editor, "/admin/releases/", {"name": "Launch", "zone": "UTC",
+                                                   "release_at": LATER})
+    assert made.status_code == 303
+    url = made.headers["Location"]
+    refused = post_form(editor, f"{url}/items", {"kind": "publish", "post_id": post_id,
+                                                 "version": 1})
+    assert refused.status_code == 422 and "waiting for review" in text(refused)
+    assert post_form(admin, "/admin/site/review", {"require_review": "1"}).status_code == 303
+    draft = new_post(app, "Tide tables")
+    refused = post_form(editor, f"{url}/items", {"kind": "publish", "post_id": draft,
+                                                 "version": 1})
+    assert refused.status_code == 422 and "Require review" in text(refused)
+    with app.app_context():
+        assert db.session.scalar(sa.select(sa.func.count()).select_from(ReleaseItem)) == 0

@@ -43,6 +43,7 @@ def create_app(config: dict | None = None) -> Flask:
         plugins,
         posts,
         previews,
+        releases,
         revisions,
         site,
         sitesettings,
@@ -74,7 +75,7 @@ def create_app(config: dict | None = None) -> Flask:
     for bp in (site.bp, auth.bp, dashboard.bp, status.bp, status.health_bp, freezes.bp, api.bp,
                posts.bp, calendar.bp, users.bp, timers.bp, plugins.bp, webhooks.bp, metrics.bp,
                audit.bp, sitesettings.bp, favicon.bp, two_factor.bp, passkeys.bp, previews.bp,
-               revisions.bp, media.bp, media.files_bp, autosaves.bp):
+               revisions.bp, releases.bp, media.bp, media.files_bp, autosaves.bp):
         app.register_blueprint(bp)
     app.jinja_env.globals["nav_items"] = menu(app)
     media.init_app(app)  # uploads may be larger than other forms

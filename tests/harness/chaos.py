@@ -8,9 +8,12 @@ process group, SIGTERM an instance, SIGSTOP a group for a few seconds then SIGCO
 pg_terminate_backend every session of the database, and once, a database restart. An
 instance that was killed or terminated is replaced at once by a new one.
 
-Live posts carry scheduled changes falling due during the run too. Afterwards every post
+Live posts carry scheduled changes falling due during the run too, and releases of drafts
+fall due every RELEASE_EVERY s. Afterwards every post
 must be published exactly once (one post.published outbox row), every change swapped in
-exactly once (one post.updated row, nothing left pending, never before its time),
+exactly once (one post.updated row, nothing left pending, never before its time), every
+release applied once and whole (one release.published row, every post of it published in
+its transaction with one post.published row, never before its time),
 never before its publish_at (database clock), received by the receiver under a single
 delivery id, and no process of the fleet may be left running.
 """
@@ -30,6 +33,8 @@ from tests.harness.traffic import WebhookReceiver
 SECRET = "chaos-receiver-secret-0123456789"
 POSTS_PER_SECOND = 4
 CHANGES_PER_SECOND = 1  # live posts whose scheduled change falls due during the run
+RELEASE_EVERY = 5.0  # seconds between releases falling due during the run
+RELEASE_POSTS = 20  # drafts each release publishes
 FLEET_ENV = {"WEBHOOK_ALLOW_PRIVATE": "true", "RETRY_SECONDS": "1",
              "WEBHOOK_TIMEOUT_SECONDS": "2"}
 WEIGHTS = {"kill_worker": 3, "kill_instance": 2, "term_instance": 2, "stop_group": 2,
@@ -68,6 +73,7 @@ class ChaosReport:
     leftovers: list[str] = field(default_factory=list)
     instances: int = 0
     changes: dict[str, list] = field(default_factory=dict)  # scheduled changes: faultkit.changed
+    releases: dict[str, list] = field(default_factory=dict)  # releases: faultkit.released
 
     def fault_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -94,6 +100,9 @@ class ChaosReport:
                  f"processes left running: {self.leftovers}",
                  f"scheduled changes not swapped in once (post, events, still pending): "
                  f"{self.changes.get('not_once', [])[:10]}; early {self.changes.get('early')}",
+                 f"releases not applied once and whole (id, status, events, items, together, "
+                 f"post events): {self.releases.get('not_once', [])[:10]}; early "
+                 f"{self.releases.get('early')}",
                  f"where the posts not received stand: {self.stuck_counts()}"]
         lines += [f"  post {row[0]}: webhook delivery {row[1]} (attempts {row[2]}, "
                   f"{row[3]!r}); webhooks hook {row[4]} ({row[5]!r})" for row in self.stuck[:10]]
@@ -130,6 +139,9 @@ class Chaos:
                                   spread=max(seconds - 5.0, 1.0))
         changes = self.fleet.schedule_changes("live", int(seconds * CHANGES_PER_SECOND),
                                               lead=3.0, spread=max(seconds - 5.0, 1.0))
+        releases = self.fleet.schedule_releases("rel", max(int(seconds / RELEASE_EVERY), 1),
+                                                RELEASE_POSTS, lead=3.0,
+                                                spread=max(seconds - 5.0, 1.0))
         self.t0 = time.monotonic()
         self._hurt(seconds)
         self.report.seconds = time.monotonic() - self.t0
@@ -137,9 +149,11 @@ class Chaos:
         self._recover()
         self._await_posts(ids, deadline=time.monotonic() + 45)
         self._await_changes(changes, deadline=time.monotonic() + 30)
+        self._await_releases(releases, deadline=time.monotonic() + 30)
         self._await_receipts(ids, deadline=time.monotonic() + receipt_wait, nudge=nudge)
         self._reckon(ids)
         self.report.changes = self.fleet.changed(changes)
+        self.report.releases = self.fleet.released(releases)
         return self.report
 
     def _hurt(self, seconds: float) -> None:
@@ -263,6 +277,12 @@ class Chaos:
         with contextlib.suppress(AssertionError):  # the reckoning says which stayed pending
             wait_for(lambda: self.fleet.view.query(pending, (list(due),))[0][0] == 0,
                      max(deadline - time.monotonic(), 0), "every scheduled change", interval=0.2)
+
+    def _await_releases(self, ids: list[int], deadline: float) -> None:
+        going = "SELECT count(*) FROM releases WHERE id = ANY(%s) AND status = 'scheduled'"
+        with contextlib.suppress(AssertionError):  # the reckoning says which never went
+            wait_for(lambda: self.fleet.view.query(going, (ids,))[0][0] == 0,
+                     max(deadline - time.monotonic(), 0), "every release", interval=0.2)
 
     def _await_receipts(self, ids: list[int], deadline: float, nudge: bool = True) -> None:
         timer = self._deliver_timer() if nudge else None

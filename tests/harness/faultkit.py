@@ -90,6 +90,40 @@ FROM posts p LEFT JOIN outbox_events o ON o.post_id = p.id AND o.topic = 'post.u
 WHERE p.id = ANY(%s) GROUP BY p.id ORDER BY p.id
 """
 
+# releases due lead .. lead + spread s on, each publishing per drafts of its own
+RELEASE_SQL = """
+WITH r AS (
+  INSERT INTO releases (name, release_at, status, version, author, created_at, updated_at)
+  SELECT %(prefix)s || ' ' || g,
+         now() + make_interval(secs => %(lead)s + %(spread)s * (g - 1) / greatest(%(n)s - 1, 1)),
+         'scheduled', 1, '', now(), now()
+  FROM generate_series(1, %(n)s) AS g RETURNING id),
+p AS (
+  INSERT INTO posts (title, slug, body, status, version, created_at, updated_at)
+  SELECT 'Released ' || r.id || ' ' || k, %(prefix)s || '-' || r.id || '-' || k,
+         'In a release.', 'draft', 1, now(), now()
+  FROM r, generate_series(1, %(per)s) AS k RETURNING id, slug)
+INSERT INTO release_items (release_id, kind, post_id, created_at)
+SELECT split_part(p.slug, '-', 2)::int, 'publish', p.id, now() FROM p
+RETURNING release_id
+"""
+
+# each release: its status, when due and when it went, its release.published rows, its
+# items, those published in its transaction (at its published_at) and their post.published rows
+RELEASED_SQL = """
+SELECT r.id, r.status, extract(epoch FROM r.release_at)::float8,
+       extract(epoch FROM r.published_at)::float8,
+       (SELECT count(*) FROM outbox_events o WHERE o.topic = 'release.published'
+          AND (o.payload->>'release_id')::int = r.id),
+       (SELECT count(*) FROM release_items i WHERE i.release_id = r.id),
+       (SELECT count(*) FROM release_items i JOIN posts p ON p.id = i.post_id
+          WHERE i.release_id = r.id AND p.status = 'published'
+          AND p.published_at = r.published_at),
+       (SELECT count(*) FROM release_items i JOIN outbox_events o ON o.post_id = i.post_id
+          AND o.topic = 'post.published' WHERE i.release_id = r.id)
+FROM releases r WHERE r.id = ANY(%s) ORDER BY r.id
+"""
+
 
 class GroupInstance(Instance):
     """A gunicorn instance in a session of its own: one process group, like one host."""
@@ -379,6 +413,15 @@ class FaultFleet:
         """Say which changes (post id -> apply_at) went in other than once, or early."""
         return changed(self.view, due)
 
+    def schedule_releases(self, prefix: str, n: int, per: int, lead: float,
+                          spread: float) -> list[int]:
+        """Add n releases of per drafts each due lead .. lead + spread s from now; their ids."""
+        return schedule_releases(self.view, prefix, n, per, lead, spread)
+
+    def released(self, ids: list[int]) -> dict[str, list]:
+        """Say which releases went other than once and whole, or early, and the others' lags."""
+        return released(self.view, ids)
+
     def published(self, ids: list[int]) -> int:
         """Return how many of ids are published."""
         return self.view.query("SELECT count(*) FROM posts WHERE id = ANY(%s) AND "
@@ -433,6 +476,32 @@ def changed(view, due: dict) -> dict[str, list]:
             result["early"].append(post_id)
         else:
             result["lags"].append(first - due[post_id])
+    return result
+
+
+def schedule_releases(view, prefix: str, n: int, per: int, lead: float,
+                      spread: float) -> list[int]:
+    """Add n releases of per drafts each, due lead .. lead + spread s from now (evenly), and
+    wake the publish leader; return their ids. prefix: letters only (slugs carry the id)."""
+    rows = view.query(RELEASE_SQL, {"prefix": prefix, "n": n, "per": per, "lead": lead,
+                                    "spread": spread})
+    view.query("SELECT pg_notify('soloist_wake', 'publish')")
+    return sorted({r[0] for r in rows})
+
+
+def released(view, ids: list[int]) -> dict[str, list]:
+    """Say which releases went other than once and whole (one release.published row, every
+    post published in its transaction with one post.published row), or early, and the
+    others' lags (published_at, the leader's tick clock, minus release_at)."""
+    result: dict[str, list] = {"not_once": [], "early": [], "lags": []}
+    for rid, status, due, done, events, items, together, post_events in view.query(
+            RELEASED_SQL, (ids,)):
+        if status != "published" or events != 1 or together != items or post_events != items:
+            result["not_once"].append((rid, status, events, items, together, post_events))
+        elif done < due:
+            result["early"].append(rid)
+        else:
+            result["lags"].append(done - due)
     return result
 
 

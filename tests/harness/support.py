@@ -53,7 +53,7 @@ from webapp.models import (
     WebhookEndpoint,
 )
 from webapp.plugins import sitemap
-from webapp.posts import create_link, revisions
+from webapp.posts import create_link, releases, revisions
 
 PASSWORD = "correct horse battery"
 FAST_HASH = "pbkdf2:sha256:1000"  # tests only (make_app): the app hashes with scrypt
@@ -432,8 +432,14 @@ def seed_site(app) -> dict:
     assert created.status_code in (302, 303), text(created)[:300]
     with app.app_context():  # a link to the scheduled post, for its page and its preview
         preview = "/preview/" + create_link(soon, 7, None)[1]
+        # a release waiting to go: the draft "Gone" back, a new text for "Hello", a new name
+        release = releases.create_release("Spring launch", now + timedelta(days=3), [
+            releases.ItemSpec("publish", gone), releases.ItemSpec(
+                "change", post_id, title="Hello", body="Some *spring* text."),
+            releases.ItemSpec("settings", site_name="Spring", site_description="")]).id
     return {"post": post_id, "timer": created.headers["Location"].rstrip("/"), "soon": soon,
-            "preview": preview, "revision": first, "pitch": pitch, "gone": gone}
+            "preview": preview, "revision": first, "pitch": pitch, "gone": gone,
+            "release": release}
 
 
 def seed_webhooks(app) -> None:
@@ -520,6 +526,8 @@ def pages(site: dict) -> list[tuple[str, str | None]]:
         ("/admin/webhooks/", "admin"), ("/admin/users/", "admin"),
         ("/admin/users/1", "admin"), ("/admin/freeze/", "admin"), ("/admin/audit/", "admin"),
         ("/admin/site/", "admin"), ("/admin/media/", "editor"),
+        ("/admin/releases/", "editor"), (f"/admin/releases/{site['release']}", "editor"),
+        (f"/admin/releases/{site['release']}/change?post_id={site['post']}", "editor"),
     ]
 
 

@@ -21,6 +21,7 @@ from .plugins import HookDelivery, PluginDocument, PluginState
 from .posts import OutboxEvent, Post
 from .previews import PreviewLink
 from .purges import CachePurge
+from .releases import Release, ReleaseItem
 from .reviews import PostReview
 from .revisions import PostRevision, ScheduledChange
 from .site import SiteState
@@ -54,7 +55,9 @@ __all__ = [
     "PostReview",
     "PostRevision",
     "PreviewLink",
+    "Release",
     "ReleaseBackfill",
+    "ReleaseItem",
     "ProcessVersion",
     "ScheduledChange",
     "SiteState",

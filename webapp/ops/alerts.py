@@ -141,6 +141,11 @@ def text(topic: str, payload: dict) -> str:
         "post.submitted": lambda: f"Submitted for review by {p['by']}: “{p['title']}”.",
         "post.approved": lambda: f"Approved by {p['by']}: “{p['title']}”, out {p['publish_at']}.",
         "post.returned": lambda: f"Sent back by {p['by']}: “{p['title']}”: {p['note']}",
+        "release.published": lambda: f"Release “{p['name']}” went live: "
+                                     f"{len(p['published'])} published, "
+                                     f"{len(p['unpublished'])} taken down, "
+                                     f"{len(p['changed'])} changed"
+                                     f"{', the site settings' if p['settings'] else ''}.",
     }
     try:
         return "[Soloist] " + lines[topic]()

@@ -18,14 +18,14 @@ from flask import current_app
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS
-from ..models import WebhookDelivery, WebhookEndpoint
+from ..models import Release, WebhookDelivery, WebhookEndpoint
 from ..ops import alerts, audit
 from ..posts import review
 from . import signing
 from .base import TOPIC_HOOKS, ValidationError
 from .net import UnsafeURL, encode_url, resolve
 
-TOPICS = (*TOPIC_HOOKS, *review.TOPICS, *alerts.OPS_TOPICS)
+TOPICS = (*TOPIC_HOOKS, *review.TOPICS, Release.TOPIC, *alerts.OPS_TOPICS)
 # each event as the webhooks page says it; the raw name is shown small beside it
 LABELS = {
     "post.published": "A post goes live",
@@ -34,6 +34,7 @@ LABELS = {
     "post.submitted": "A post is submitted for review",
     "post.approved": "A post in review is approved",
     "post.returned": "A post in review is sent back with a note",
+    "release.published": "A release goes live",
     "ops.no_leader": "Nobody is publishing (or running timers)",
     "ops.leader_evicted": "A stuck process was replaced",
     "ops.post_late": "A post is late",
@@ -42,7 +43,7 @@ LABELS = {
     "ops.purge_failing": "A cache purge keeps failing",
 }
 FORMATS = ("standard", "slack")  # the event as JSON, or Slack's {"text": ...}
-DEFAULT_TOPICS = tuple(TOPIC_HOOKS)  # the form's first offer; ops alerts are opted into
+DEFAULT_TOPICS = (*TOPIC_HOOKS, Release.TOPIC)  # the form's first offer; ops alerts are opted into
 MIN_SECRET = 16
 MAX_SECRET = 200
 

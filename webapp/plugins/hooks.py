@@ -29,7 +29,7 @@ from sqlalchemy.orm import QueryableAttribute
 from ..db import for_update_skip_locked, insert_ignoring_conflicts, rows_changed
 from ..extensions import db
 from ..leadership.fence import Lead, gone
-from ..models import HookDelivery, OutboxEvent
+from ..models import HookDelivery, OutboxEvent, Release
 from ..ops.alerts import OPS_TOPICS
 from ..posts import review
 from . import registry
@@ -42,7 +42,7 @@ CLAIM_BATCH = 50
 # review's steps and ops alerts go to webhooks only, never to hooks; the site's settings, a
 # media file removed and the sitemap rebuilt to the cache purges only (webapp.plugins.purges)
 PURGE_TOPICS = ("site.settings", "media.deleted", "sitemap.built")
-FANNED_OUT = (*TOPIC_HOOKS, *review.TOPICS, *OPS_TOPICS, *PURGE_TOPICS)
+FANNED_OUT = (*TOPIC_HOOKS, *review.TOPICS, Release.TOPIC, *OPS_TOPICS, *PURGE_TOPICS)
 RETRY_MAX_SECONDS = 3600.0
 
 

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 from ..db import for_update_skip_locked, insert_ignoring_conflicts
 from ..extensions import db
 from ..leadership.fence import Lead, gone
-from ..models import CachePurge, OutboxEvent, Post
+from ..models import CachePurge, OutboxEvent, Post, Release
 from ..ops import replica
 from ..site import purgers, surrogate
 from .hooks import Event, new_claim
@@ -44,7 +44,7 @@ log = logging.getLogger("soloist.plugins.purges")
 HARD = ("post.unpublished", "media.deleted")
 # a live post edited, its scheduled change swapped in or a revision restored: post.updated
 TOPICS = ("post.published", "post.unpublished", "post.updated", "site.settings",
-          "media.deleted", "sitemap.built")
+          "media.deleted", "sitemap.built", Release.TOPIC)
 CLAIM_BATCH = 100
 LEASE = timedelta(seconds=purgers.TIMEOUT_SECONDS * 3 + 10)  # a batch's requests and a margin
 FAILING_AFTER = 3
@@ -66,6 +66,12 @@ def _old_slug(event: Event) -> str | None:
     return old if old != payload["slug"] else None
 
 
+def _in_release(event: Event) -> bool:
+    """Return whether event is one item's of a release: the release's own event purges
+    every item's keys at once (one purge a release, not one an item)."""
+    return event.topic != Release.TOPIC and "release_id" in (event.payload or {})
+
+
 def _published() -> int:
     return db.session.scalar(sa.select(sa.func.count()).where(Post.status == "published")) or 0
 
@@ -76,7 +82,8 @@ def _rows(event: Event, configured: dict, published: Callable[[], int]) -> list[
     keys = surrogate.event_keys(event.topic, payload, old_slug is not None)
     return [{"purger": name, "event_id": event.id, "topic": event.topic,
              "keys": " ".join(purgers.targets(purger, keys, payload, old_slug, published)),
-             "hard": event.topic in HARD, "status": "pending", "attempts": 0,
+             "hard": event.topic in HARD or bool(payload.get("unpublished")),
+             "status": "pending", "attempts": 0,
              "next_attempt_at": event.created_at, "last_error": "",
              "created_at": event.created_at}
             for name, purger in configured.items()]
@@ -88,7 +95,7 @@ def enqueue_events(events: Iterable[Event]) -> int:
     if not configured:
         return 0
     published = cache(_published)  # read once a batch, and only for a plain PURGE
-    rows = [row for event in events if event.topic in TOPICS
+    rows = [row for event in events if event.topic in TOPICS and not _in_release(event)
             for row in _rows(event, configured, published)]
     if rows:
         lsn = replica.stamp()  # after the events were read: see webapp.ops.replica

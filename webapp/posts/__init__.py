@@ -5,7 +5,8 @@ so bad input changes nothing. The text is edited in `edits`, the status moves
 in `lifecycle` (one fenced conditional UPDATE for editors and the leader
 alike), text and schedule change together in `changes` (the forms and the API
 alike), the reading side is in `queries`, and `previews` makes the links that show a
-draft to someone without an account. The modules lend each other public names only;
+draft to someone without an account, `releases` holds many changes that go live as one
+(`release_apply`: the leader's one transaction). The modules lend each other public names only;
 what the rest of the house may use is exported here. It may import the bottom of the house,
 leadership (keys, for wake-ups), ops (audit, metrics) and site (the version readers'
 validators follow, bumped in the same transaction); nothing that builds on posts
@@ -13,7 +14,7 @@ validators follow, bumped in the same transaction); nothing that builds on posts
 post; `conflicts` says who saved a post since a form opened, and what changed.
 """
 
-from . import autosaves, conflicts, gate, review, revisions
+from . import autosaves, conflicts, gate, release_preview, releases, review, revisions
 from .changes import change_post
 from .edits import (
     MAX_BODY_BYTES,
@@ -90,14 +91,16 @@ from .queries import (
     status_counts,
     upcoming,
 )
+from .release_apply import apply_due as apply_due_releases
 
 __all__ = [
     "BATCH_SIZE", "COUNT_CAP", "MAX_BODY_BYTES", "MAX_ID", "MAX_SLUG", "MAX_TITLE",
     "LISTING", "PUBLISHED_POST_VALIDATORS", "SCHEDULABLE", "SHAREABLE",
     "PostError", "PostFields", "PostNotFound", "PostPage", "PublishingFrozen",
     "PublishTimeInPast", "SlugTaken", "StalePost", "StaleText", "TypedText", "ChangeState",
-    "apply_due_changes", "autosaves", "cancel_change", "conflicts", "gate", "NeedsReview",
-    "pending_change", "review", "revisions", "schedule_change", "upcoming_changes",
+    "apply_due_changes", "apply_due_releases", "autosaves", "cancel_change", "conflicts", "gate",
+    "NeedsReview", "pending_change", "release_preview", "releases", "review", "revisions",
+    "schedule_change", "upcoming_changes",
     "api_page", "came_due", "change_post", "check_fields", "check_times", "content_digest",
     "create_link",
     "create_post", "get_post", "hidden_post", "hold_due", "is_slug", "late", "list_posts",

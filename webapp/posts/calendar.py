@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import defer
 
 from ..extensions import db
-from ..models import Post, ScheduledChange
+from ..models import Post, Release, ReleaseItem, ScheduledChange
 from .changes import change_post
 from .edits import get_post
 from .errors import PostError
@@ -215,6 +215,33 @@ def changes_by_day(days: Span) -> dict[date, list[ChangeChip]]:
     for apply_at, post_id, title in rows:
         day = apply_at.astimezone(days.zone).date()
         found.setdefault(day, []).append(ChangeChip(apply_at, post_id, title))
+    return found
+
+
+@dataclass(frozen=True)
+class ReleaseChip:
+    """A release on the calendar, one thing whatever it holds: when, its name, its size."""
+
+    release_at: datetime
+    release_id: int
+    name: str
+    status: str
+    items: int
+
+
+def releases_by_day(days: Span) -> dict[date, list[ReleaseChip]]:
+    """Return the releases to go or gone in the span (not the cancelled), by local day."""
+    found: dict[date, list[ReleaseChip]] = {}
+    rows = db.session.execute(
+        sa.select(Release.release_at, Release.id, Release.name, Release.status,
+                  sa.func.count(ReleaseItem.id))
+        .outerjoin(ReleaseItem, ReleaseItem.release_id == Release.id)
+        .where(Release.status != "cancelled", Release.release_at >= days.start,
+               Release.release_at < days.end)
+        .group_by(Release.id).order_by(Release.release_at, Release.id))
+    for row in rows:
+        day = row[0].astimezone(days.zone).date()
+        found.setdefault(day, []).append(ReleaseChip(*row))
     return found
 
 

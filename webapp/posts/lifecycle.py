@@ -17,7 +17,7 @@ from sqlalchemy.orm import QueryableAttribute
 from ..db import database_now, wake_scheduler
 from ..extensions import db
 from ..leadership.keys import PLUGINS, PUBLISH
-from ..models import Freeze, Post, ScheduledChange
+from ..models import Freeze, Post, Release, ReleaseItem, ScheduledChange
 from ..ops import audit, freezes
 from ..ops.metrics import observe_publish_lags
 from ..site import state
@@ -127,14 +127,27 @@ def came_due(now: datetime) -> list[tuple[int, str]]:
 
 
 def next_due_reads() -> list[sa.ScalarSelect]:
-    """Return the first publish_at, unpublish_at and change ahead, as scalar subqueries."""
+    """Return the first publish_at, unpublish_at, change and release ahead, as scalar
+    subqueries."""
     return [
         sa.select(sa.func.min(Post.publish_at)).where(Post.status == "scheduled")
         .scalar_subquery(),
         sa.select(sa.func.min(Post.unpublish_at))
         .where(Post.status == "published", Post.unpublish_at.is_not(None)).scalar_subquery(),
         sa.select(sa.func.min(ScheduledChange.apply_at)).scalar_subquery(),
+        sa.select(sa.func.min(Release.release_at)).where(Release.status == "scheduled")
+        .scalar_subquery(),
     ]
+
+
+def next_release_of(post_id: QueryableAttribute[int]) -> sa.ScalarSelect:
+    """Return when the next release that changes post_id's page goes (one naming the post,
+    or changing the site's settings), as a scalar subquery."""
+    return (sa.select(sa.func.min(Release.release_at))
+            .join(ReleaseItem, ReleaseItem.release_id == Release.id)
+            .where(Release.status == "scheduled",
+                   sa.or_(ReleaseItem.post_id == post_id, ReleaseItem.kind == "settings"))
+            .scalar_subquery())
 
 
 def next_due() -> datetime | None:

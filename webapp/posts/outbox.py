@@ -34,12 +34,13 @@ FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(topic text, post_id bigint, i
 """)
 
 
-def write_outbox(topic: str, rows: Sequence[sa.Row | Post], now: datetime, writer: str) -> None:
+def write_outbox(topic: str, rows: Sequence[sa.Row | Post], now: datetime, writer: str,
+                 release: int | None = None) -> None:
     """Add one outbox event per row lifecycle.move returned to the current transaction.
 
-    writer fills the events' instance column (models.OutboxEvent says what it holds).
-
-    writer fills the events' instance column (models.OutboxEvent says what it holds).
+    writer fills the events' instance column (models.OutboxEvent says what it holds);
+    release, the id of the release that moved them (their caches are purged once, by the
+    release's own event: webapp.plugins.purges).
 
     On PostgreSQL one INSERT for the whole batch: a list of parameters is sent as one
     INSERT a row (psycopg's executemany), so whatever a statement costs (a statement
@@ -48,7 +49,8 @@ def write_outbox(topic: str, rows: Sequence[sa.Row | Post], now: datetime, write
     events = [{"topic": topic, "post_id": row.id, "instance": writer, "created_at": now,
                "dedupe_key": event_key(topic, row),
                "payload": {"post_id": row.id, "slug": row.slug, "title": row.title,
-                           "at": now.isoformat()}}
+                           "at": now.isoformat(),
+                           **({"release_id": release} if release is not None else {})}}
               for row in rows]
     if not events:
         return

@@ -10,7 +10,7 @@ from sqlalchemy.orm import QueryableAttribute, defer
 from ..extensions import db
 from ..models import Post, PostReview, ScheduledChange, SiteState, UTCDateTime
 from ..site import state
-from .lifecycle import next_due_reads
+from .lifecycle import next_due_reads, next_release_of
 
 # the database clock, read with a public page's row: how long the page may be kept is
 # measured from it (webapp.site.httpcache.Keep)
@@ -139,7 +139,8 @@ def _published_at_slug(*columns: QueryableAttribute[Any]) -> sa.Select:
     next_change = (sa.select(sa.func.min(ScheduledChange.apply_at))
                    .where(ScheduledChange.post_id == Post.id).scalar_subquery())
     return (sa.select(*columns, Post.version.label("post_version"), Post.updated_at,
-                      Post.unpublish_at, next_change.label("next_change"), DB_NOW,
+                      Post.unpublish_at, next_change.label("next_change"),
+                      next_release_of(Post.id).label("next_release"), DB_NOW,
                       *state.columns())
             .outerjoin(SiteState, SiteState.id == SiteState.ROW)
             .where(Post.slug == sa.bindparam("slug"), Post.status == "published"))
@@ -156,10 +157,12 @@ PUBLISHED_POST_VALIDATORS = _published_at_slug(Post.id)
 # there is none yet), the next publish, takedown and change of any post, and the clock
 _ONE_ROW = sa.select(sa.literal(1).label("one")).subquery("one_row")
 LISTING = (sa.select(*state.columns(), *(read.label(name) for read, name in zip(
-    next_due_reads(), ("next_publish", "next_unpublish", "next_change"), strict=True)), DB_NOW)
+    next_due_reads(), ("next_publish", "next_unpublish", "next_change", "next_release"),
+    strict=True)), DB_NOW)
     .select_from(_ONE_ROW.outerjoin(SiteState, SiteState.id == SiteState.ROW)))
 # the post at :slug that is not live, for its 404: its id and when it is due, if scheduled
-HIDDEN_POST = sa.select(Post.id, Post.status, Post.publish_at, DB_NOW).where(
+HIDDEN_POST = sa.select(Post.id, Post.status, Post.publish_at,
+                        next_release_of(Post.id).label("next_release"), DB_NOW).where(
     Post.slug == sa.bindparam("slug"), Post.status != "published")
 
 
@@ -170,8 +173,8 @@ def listing() -> sa.Row:
 
 def lists_change_at(row: sa.Row) -> datetime | None:
     """Return when the public lists next change from a LISTING row (None: nothing is due)."""
-    return min((t for t in (row.next_publish, row.next_unpublish, row.next_change)
-                if t is not None), default=None)
+    return min((t for t in (row.next_publish, row.next_unpublish, row.next_change,
+                            row.next_release) if t is not None), default=None)
 
 
 def hidden_post(slug: str, conn: sa.Connection | None = None) -> sa.Row | None:

@@ -21,23 +21,27 @@ FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds 
 # the leader's three kinds of post work, each done in fenced batches of one transaction
 KINDS: dict[str, Callable[..., Sized]] = {
     "published": posts.publish_due, "changed": posts.apply_due_changes,
-    "unpublished": posts.unpublish_expired}
+    "unpublished": posts.unpublish_expired, "released": posts.apply_due_releases}
+FENCED = ("released",)  # fenced by the leadership's term too (a release is one big unit)
 
 
 def tick(now: datetime, holder: str = "", term: int = 0) -> datetime | None:
     """Do one unit of publish work at now; return when the next one is due.
 
-    term is not needed here: every post write is fenced by the post's own status.
+    A post's write is fenced by the post's own status; a release's by its status and the
+    leadership (term, holder).
     While publishing is frozen the leader keeps the key and does nothing. Posts still
     scheduled OPS_POST_LATE_SECONDS after their time get an ops.post_late alert each.
     """
     if is_frozen("publishing"):
         return now + FROZEN_RECHECK
-    done, more = _work(now, holder)
+    done, more = _work(now, holder, term)
     if any(done.values()):
         changed = f", changed {done['changed']}" if done["changed"] else ""
+        released = f", released {done['released']}" if done["released"] else ""
         record_work(PUBLISH.value, now, f"published {done['published']}, unpublished "
-                    f"{done['unpublished']}{changed}", term=term or None, holder=holder)
+                    f"{done['unpublished']}{changed}{released}", term=term or None,
+                    holder=holder)
     if more:
         return now  # a backlog, or out of time: the runner heartbeats and calls again at once
     upcoming = posts.next_due()
@@ -49,7 +53,7 @@ def tick(now: datetime, holder: str = "", term: int = 0) -> datetime | None:
     return upcoming
 
 
-def _work(now: datetime, holder: str) -> tuple[dict[str, int], bool]:
+def _work(now: datetime, holder: str, term: int = 0) -> tuple[dict[str, int], bool]:
     """Move due posts a batch of each kind in turn, round after round, until a round finds
     none full or time is up; return what moved and whether work is left.
 
@@ -70,7 +74,8 @@ def _work(now: datetime, holder: str) -> tuple[dict[str, int], bool]:
             pace.queue, pace.full = queue, full
             return done, True
         first, kind = False, queue.pop(0)
-        moved, more = pace.run(partial(KINDS[kind], now, holder=holder))
+        fence = {"term": term} if kind in FENCED else {}
+        moved, more = pace.run(partial(KINDS[kind], now, holder=holder, **fence))
         done[kind] += moved
         (full if more else empty).add(kind)
         if not queue and full:  # the next round: the kinds not found empty this tick

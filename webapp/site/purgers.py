@@ -179,11 +179,12 @@ class PlainPurge:
         """Return the paths an event's keys name: the post's URL (and its old one when the
         slug changed), every page of the home, the feed, the sitemap, a file's widths."""
         adapter = current_app.url_map.bind("")
-        slugs = [s for s in (payload.get("slug"), old_slug) if s]
+        slugs = [s for s in (payload.get("slug"), old_slug, *payload.get("slugs", ())) if s]
         paths: list[str] = []
         for key in keys:
-            if key.startswith("post-"):
+            if key.startswith("post-"):  # a release names many: its slugs, once
                 paths += [adapter.build("site.post", {"slug": slug}) for slug in slugs]
+                slugs = []
             elif key.startswith("media-"):
                 paths += payload.get("paths") or []
             elif key in (surrogate.HOME, surrogate.SITE):

@@ -150,12 +150,23 @@ def save_settings(name: str, description: str, timezone: str = "",
     audit.record("site.settings", "site", audit.changes(
         {"name": before.custom_name, "description": before.custom_description,
          "timezone": before.custom_timezone, "language": before.custom_language}, new))
+    write_settings(new, now)
+    db.session.commit()
+    return current()
+
+
+def write_settings(new: dict[str, str | None], now: datetime, writer: str = "",
+                   release: int | None = None) -> None:
+    """Add the settings new (name, description, timezone, language; checked: check_settings)
+    and their outbox row to the current transaction (the caller commits); release names the
+    release that carries them."""
     db.session.execute(SAVE_SQL, {"row": SiteState.ROW, "now": now, **new})
     # every public page shows the name (and its dates, its lang): the caches purge their
     # "site" key, from the outbox like any change readers see, in this transaction
     # (webapp.plugins.purges)
-    db.session.add(OutboxEvent(topic="site.settings", created_at=now, payload=new,
-                               dedupe_key=f"site.settings:{now.isoformat()}"))
+    payload: dict = dict(new)
+    if release is not None:
+        payload["release_id"] = release
+    db.session.add(OutboxEvent(topic="site.settings", created_at=now, instance=writer,
+                               payload=payload, dedupe_key=f"site.settings:{now.isoformat()}"))
     wake_scheduler("plugins")
-    db.session.commit()
-    return current()

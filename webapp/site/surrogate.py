@@ -73,12 +73,24 @@ def event_keys(topic: str, payload: dict, slug_changed: bool = False) -> tuple[s
         return (SITEMAP,)
     if topic == "media.deleted":
         return (media_key(payload["sha256"]),)
+    if topic == "release.published":
+        return release_keys(payload)
     post_id = payload.get("post_id")
     if post_id is None:
         raise ValueError(f"{topic} purges a post's keys: give its id")
     if topic == "post.updated" and not slug_changed:
         return (post_key(post_id),)
     return (post_key(post_id), HOME, FEED, SITEMAP)
+
+
+def release_keys(payload: dict) -> tuple[str, ...]:
+    """Return the keys a release purges at once: `site` when it changed the settings
+    (every page), else each post's key, and the lists when a post went in or out."""
+    if payload.get("settings"):
+        return (SITE,)
+    moved = [*payload.get("published", ()), *payload.get("unpublished", ())]
+    ids = dict.fromkeys([*moved, *payload.get("changed", ())])
+    return (*(post_key(i) for i in ids), *((HOME, FEED, SITEMAP) if moved else ()))
 
 
 def tag(response: Response, keys: Iterable[str]) -> Response:

@@ -56,6 +56,7 @@ def _context(args: dict, **extra) -> dict:
     hours = _week_hours(days, posts) if week else {}
     return {"days": days, "args": args, "posts": posts, "runs": runs, "move": move,
             "changes": calendar.changes_by_day(days),
+            "releases": calendar.releases_by_day(days),
             "hours": hours,
             "clock_changes": _clock_changes(days),
             "today": to_local(g.db_now, zone.key).date(), "zone": zone.key,

@@ -44,6 +44,7 @@ def overview() -> dict:
     now = g.db_now = database_now()
     return {"now": now, "upcoming": posts.upcoming(now, hours=None, limit=10),
             "changes": posts.upcoming_changes(limit=10),
+            "releases": posts.releases.upcoming_releases(limit=5),
             "late": posts.late(now),
             "recent": posts.recently_published(), "leader": leader_summary(PUBLISH, now),
             "status_url": url_for("status.index")

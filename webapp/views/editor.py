@@ -119,4 +119,5 @@ def panel_context(post: Post, sched: dict | None = None, sched_errors: dict | No
             "zones": sorted(zone_names()), "pending": posts.pending_change(post),
             "versions": posts.revisions.history(post.id, limit=5),
             "review": posts.review.review_of(post.id), "review_labels": posts.review.LABELS,
-            "may_publish": posts.review.may_publish(current_user), **context}
+            "may_publish": posts.review.may_publish(current_user),
+            "in_releases": posts.releases.releases_of(post.id), **context}

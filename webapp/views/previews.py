@@ -5,9 +5,19 @@ The page a link opens is never kept by a cache nor indexed, and a link that ende
 revoked, or never was) answers the site's 404 without a word about the post.
 """
 
+import dataclasses
 from types import SimpleNamespace
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask_login import current_user
 
 from .. import media, posts
@@ -75,3 +85,41 @@ def show(token: str):
                            change=change,
                            body=markdown.render(shown.body, media.describe_images(shown.body)))
     return page, 200, PRIVATE
+
+
+@bp.get("/preview/release/<token>")
+def release(token: str):
+    """Show the home page as it will be once a release goes (a live link's), else 404."""
+    found = posts.release_preview.release_for_token(token)
+    if found is None:
+        return render_site_missing(*ENDED), 404, PRIVATE
+    shown, after = posts.release_preview.front(found)
+    entries = [(post, markdown.excerpt(post.body)) for post in shown]
+    page = render_template("site/release_preview.html", site=_site_after(after), release=found,
+                           entries=entries, token=token)
+    return page, 200, PRIVATE
+
+
+@bp.get("/preview/release/<token>/posts/<int:post_id>")
+def release_post(token: str, post_id: int):
+    """Show one post as it will read once a release goes (a live link's), else 404."""
+    found = posts.release_preview.release_for_token(token)
+    post = posts.release_preview.post_after(found, post_id) if found is not None else None
+    if found is None or post is None:
+        return render_site_missing(*ENDED), 404, PRIVATE
+    after = posts.release_preview.front(found)[1]
+    page = render_template("site/release_preview.html", site=_site_after(after), release=found,
+                           post=post, token=token,
+                           body=markdown.render(post.body, media.describe_images(post.body)))
+    return page, 200, PRIVATE
+
+
+def _site_after(after) -> state.SiteInfo:
+    """Return the site as a page shows it once the release's settings (if any) are saved."""
+    site = state.current()
+    if after is None:
+        return site
+    return dataclasses.replace(
+        site, name=after.name or current_app.config["SITE_NAME"],
+        description=after.description if after.description is not None
+        else current_app.config["SITE_DESCRIPTION"])

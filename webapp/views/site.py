@@ -114,7 +114,8 @@ def post_validators(found) -> httpcache.Validators:
     site = state.info(found)
     changed = max(t for t in (found.updated_at, site.settings_changed_at) if t is not None)
     keep = httpcache.Keep(surrogate.keys_for("post", found.id),
-                          _first(found.unpublish_at, found.next_change), found.db_now)
+                          _first(found.unpublish_at, found.next_change, found.next_release),
+                          found.db_now)
     return httpcache.Validators(_etag("p", site.settings_version, site.settings_changed_at,
                                       found.id, found.post_version, found.updated_at),
                                 changed, keep)
@@ -138,11 +139,13 @@ def missing_keep(hidden) -> httpcache.Keep:
     """Return how the 404 at a post's URL may be kept: posts.hidden_post's row, or None.
 
     A scheduled post's until it is due; a draft's or a taken-down post's until an editor
-    publishes it (its key is purged then); a URL no post has, until a post joins the list.
+    publishes it (its key is purged then) or a release that names it goes; a URL no post
+    has, until a post joins the list.
     """
     if hidden is None:
         return httpcache.Keep(surrogate.keys_for("unknown"))
-    due = hidden.publish_at if hidden.status == "scheduled" else None
+    due = _first(hidden.publish_at if hidden.status == "scheduled" else None,
+                 hidden.next_release)
     return httpcache.Keep(surrogate.keys_for("missing", hidden.id), due, hidden.db_now)
 
 

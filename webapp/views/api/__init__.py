@@ -10,6 +10,7 @@ from . import (  # noqa: F401
     media,
     plugins,
     posts,
+    releases,
     review,
     revisions,
 )
