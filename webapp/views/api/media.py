@@ -48,7 +48,9 @@ def upload_media():
     if request.mimetype != "multipart/form-data":
         raise ApiError(415, "Unsupported media type", "file: send multipart/form-data with "
                        "the fields file (the image) and alt (its alt text).", "file")
-    unknown = sorted((set(request.form) | set(request.files)) - FORM_FIELDS)
+    # a part Werkzeug could not name (name="\\") arrives named None: unknown too
+    unknown = sorted(name or "(a part without a name)" for name in
+                     (set(request.form) | set(request.files)) - FORM_FIELDS)
     if unknown:
         raise invalid(unknown[0], "unknown field; use alt, file")
     upload = request.files.get("file")
