@@ -383,6 +383,7 @@ def test_a_file_only_a_pending_scheduled_change_uses_cannot_be_deleted(app, edit
 def test_a_part_without_a_usable_name_is_refused_as_unknown_not_a_500(app, api):
     # found by the contract fuzz: a part named "\" reaches the app named None
     body = (b'--b\r\nContent-Disposition: form-data; name="\\"\r\n\r\nx\r\n'
+            b'--b\r\nContent-Disposition: form-data; name="extra"\r\n\r\ny\r\n'
             b'--b\r\nContent-Disposition: form-data; name="alt"\r\n\r\nA harbour\r\n--b--\r\n')
     answer = api.client.post("/api/media", data=body, headers={
         "Authorization": f"Bearer {api.tokens['editor']}",
