@@ -64,7 +64,8 @@ def test_a_tick_hands_back_once_its_budget_is_used_and_every_kind_gets_its_turn(
         db.session.commit()
         assert publish.tick(T0) == T0  # one batch (2 published), then out of time
         assert publish.tick(T0) == T0  # the changes' turn (none), out of time again
-        assert publish.tick(T0) is None  # the takedown's turn; the round found none full
+        assert publish.tick(T0) == T0  # the takedown's turn (1 taken down), out of time
+        assert publish.tick(T0) is None  # the releases' turn (none); the round found none full
         statuses = dict(db.session.execute(sa.select(Post.slug, Post.status)).all())
         assert statuses == {"p-0": "unpublished", "p-1": "published", "p-2": "published"}
 

@@ -18,7 +18,7 @@ from .pace import Pace
 # again a little later instead of spinning on the same past publish_at.
 LOCKED_RETRY = timedelta(seconds=0.25)
 FROZEN_RECHECK = timedelta(seconds=5)  # resume NOTIFYs the leader; this bounds a missed one
-# the leader's three kinds of post work, each done in fenced batches of one transaction
+# the leader's four kinds of post work, each done in fenced batches of one transaction
 KINDS: dict[str, Callable[..., Sized]] = {
     "published": posts.publish_due, "changed": posts.apply_due_changes,
     "unpublished": posts.unpublish_expired, "released": posts.apply_due_releases}
