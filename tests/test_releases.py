@@ -141,6 +141,30 @@ def test_a_publishing_freeze_holds_a_release_until_resumed(app):
     assert statuses(app, ids) == {"published"}
 
 
+def test_a_release_due_in_a_freeze_that_holds_waits_for_a_new_time(app, auth):
+    """A freeze's "hold" keeps back what came due, releases as posts: none goes on resume."""
+    ids = drafts(app, 2)
+    release_id = release_of(app, [ItemSpec("publish", i) for i in ids])
+    during = AT + timedelta(minutes=1)
+    with app.app_context():
+        freezes.freeze("publishing", "legal review", "hold", "ops@example.com")
+        done = freezes.resume("publishing", posts.hold_due, now=during,
+                              came_due=posts.came_due, hold_releases=posts.releases.hold_due)
+        assert done.held_releases == [(release_id, "Launch")]
+        publish.tick(during + timedelta(minutes=1))
+        assert db.session.get(Release, release_id).status == "held"
+    assert statuses(app, ids) == {"draft"}
+    page = auth.client("editor").get(f"/admin/releases/{release_id}")
+    assert "Held: it came due" in page.get_data(as_text=True)
+    later = AT + timedelta(hours=1)
+    with app.app_context():
+        release = db.session.get(Release, release_id)
+        posts.releases.update_release(release_id, "Launch", later, release.version)
+        assert db.session.get(Release, release_id).status == "scheduled"
+        publish.tick(later)
+    assert statuses(app, ids) == {"published"}
+
+
 def test_every_kind_of_item_goes_with_its_own_event_and_the_release_purges_once(
         app, cache_api):
     app.config["CACHE_PURGE"] = ["varnish+http://" + cache_api.url.removeprefix("http://")]

@@ -12,7 +12,8 @@ from .types import UTCDateTime, utcnow
 class Release(Model):
     """A named set of items the publish leader applies in one transaction at release_at.
 
-    status: scheduled (editable), published (applied once: result says what it did),
+    status: scheduled (editable), held (came due in a publishing freeze that holds: editable,
+    goes only once given a new time), published (applied once: result says what it did),
     cancelled. version counts the edits, so two editors cannot overwrite each other.
     """
 
@@ -23,7 +24,7 @@ class Release(Model):
                  sqlite_where=sa.text("status = 'scheduled'")),
     )
 
-    STATUSES = ("scheduled", "published", "cancelled")
+    STATUSES = ("scheduled", "held", "published", "cancelled")
     TOPIC = "release.published"  # its outbox event and webhook, beside each item's own
 
     id: Mapped[int] = mapped_column(primary_key=True)

@@ -38,6 +38,7 @@ class Resumed:
     freeze: Freeze
     held: list[tuple[int, str]]  # (post id, title)
     released: list[tuple[int, str]] = field(default_factory=list)  # due, going out now
+    held_releases: list[tuple[int, str]] = field(default_factory=list)  # (release id, name)
 
 
 def active() -> dict[str, Freeze]:
@@ -97,11 +98,14 @@ def freeze(scope: str, reason: str, on_resume: str, actor: str) -> Freeze:
 
 def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
            now: datetime | None = None,
-           came_due: Callable[[datetime], list[tuple[int, str]]] | None = None) -> Resumed:
+           came_due: Callable[[datetime], list[tuple[int, str]]] | None = None,
+           hold_releases: Callable[[datetime], list[tuple[int, str]]] | None = None,
+           ) -> Resumed:
     """End scope's freeze, hold or release what came due, and wake the leader.
 
     hold_due (posts.hold_due) takes the posts that came due back to drafts when the
-    freeze says so; came_due (posts.came_due) names those it releases otherwise. Passed
+    freeze says so, and hold_releases (posts.releases.hold_due) the releases; came_due
+    (posts.came_due) names the posts it releases otherwise. Passed
     in, because posts write audit rows here, not the other way.
     """
     now = now or database_now()  # first: it ends its transaction, which would drop the lock
@@ -109,9 +113,10 @@ def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
     if row is None:
         db.session.rollback()
         raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
-    held, released = [], []
+    held, released, held_releases = [], [], []
     if scope == "publishing" and row.on_resume == "hold":
         held = hold_due(now)
+        held_releases = hold_releases(now) if hold_releases is not None else []
     elif scope == "publishing" and came_due is not None:
         released = came_due(now)
     detail: dict[str, object] = {"reason": row.reason}
@@ -119,8 +124,10 @@ def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
         detail["held"] = [pid for pid, _title in held]
     if released:
         detail["released"] = [pid for pid, _title in released]
+    if held_releases:
+        detail["held_releases"] = [rid for rid, _name in held_releases]
     audit.record("freeze.resume", audit.target("freeze", None, scope), detail)
     db.session.delete(row)
     wake_scheduler(KEY_OF[scope].name)
     db.session.commit()
-    return Resumed(row, held, released)
+    return Resumed(row, held, released, held_releases)

@@ -28,6 +28,7 @@ from .errors import PostError, PublishTimeInPast
 
 MAX_NAME = 200
 MAX_ITEMS = 2000  # a launch, not an import: 1,000 go live in well under a second
+EDITABLE = ("scheduled", "held")  # held: due while publishing was paused, kept back
 KINDS = ReleaseItem.KINDS
 KIND_WORDS = {"publish": "Publish", "unpublish": "Take down", "change": "Change the text of",
               "settings": "Change the site's name and description"}
@@ -172,7 +173,7 @@ def _item_post(spec: ItemSpec, taken: Collection[int | None]) -> Post:
 def _editable(release_id: int, version: int | None) -> Release:
     """Lock a release to edit it, or raise: gone out, cancelled, or changed since version."""
     release = get_release(release_id, lock=True)
-    if release.status != "scheduled":
+    if release.status not in EDITABLE:
         db.session.rollback()
         word = "went live" if release.status == "published" else "was cancelled"
         raise ReleaseError({"form": f"This release {word}, so it cannot change any more; "
@@ -181,6 +182,15 @@ def _editable(release_id: int, version: int | None) -> Release:
         db.session.rollback()
         raise StaleRelease()
     return release
+
+
+def hold_due(now: datetime) -> list[tuple[int, str]]:
+    """Hold the releases already due (a publishing freeze's "hold" on resume): none goes
+    until an editor gives it a new time. Return them (id, name); the caller commits."""
+    return [(row.id, row.name) for row in db.session.execute(
+        sa.update(Release).where(Release.status == "scheduled", Release.release_at <= now)
+        .values(status="held", version=Release.version + 1)
+        .returning(Release.id, Release.name))]
 
 
 def _checked_items(specs: Sequence[ItemSpec]) -> list[ReleaseItem]:
@@ -239,6 +249,7 @@ def update_release(release_id: int, name: str, release_at: datetime | None,
         raise
     before = {"name": release.name, "release_at": release.release_at}
     release.name, release.release_at = name, release_at  # type: ignore[assignment]
+    release.status = "scheduled"  # a held one goes again, at its new time (checked ahead)
     release.version += 1
     detail: dict[str, Any] = audit.changes(before, {"name": name, "release_at": release_at})
     if items is not None:
@@ -302,7 +313,8 @@ def list_releases(statuses: Sequence[str] = Release.STATUSES, limit: int = 100,
     newest first (from offset)."""
     return list(db.session.scalars(
         sa.select(Release).where(Release.status.in_(list(statuses)))
-        .order_by(sa.case((Release.status == "scheduled", 0), else_=1),
+        .order_by(sa.case((Release.status == "held", -1), (Release.status == "scheduled", 0),
+                          else_=1),
                   sa.case((Release.status == "scheduled", Release.release_at)),
                   Release.release_at.desc(), Release.id.desc()).offset(offset).limit(limit)))
 

@@ -53,7 +53,8 @@ def create():
 def resume(scope: str):
     """End a scope's freeze."""
     try:
-        done = freezes.resume(scope, posts.hold_due, came_due=posts.came_due)
+        done = freezes.resume(scope, posts.hold_due, came_due=posts.came_due,
+                              hold_releases=posts.releases.hold_due)
     except freezes.FreezeError as exc:
         return _page(409, errors=exc.errors)
     message = f"{freezes.SCOPES[scope]} resumed."
@@ -68,6 +69,9 @@ def resume(scope: str):
         message += f" {count}: {_titles(done.released)}."
     elif scope == "publishing":
         message += " No post came due meanwhile."
+    if done.held_releases:
+        message += (f" Held until an editor gives it a new time: release "
+                    f"{_titles(done.held_releases)}.")
     flash(message, "success")
     return redirect(url_for("status.index"), code=303)
 

@@ -82,7 +82,7 @@ def _page(release: Release, status: int = 200, **context):
     return render_template(
         "releases/show.html", release=release, items=items,
         posts=releases.item_posts(items), site=state.current(),
-        choices=releases.choices(release.id) if release.status == "scheduled" else {},
+        choices=releases.choices(release.id) if release.status in releases.EDITABLE else {},
         kinds=releases.KIND_WORDS, zone=editor_zone(), **context), status
 
 
