@@ -24,6 +24,16 @@ def invalid(field: str, detail: str) -> ApiError:
 WHOLE_BODY = "request_body"  # the field a 400 names: the body as a whole cannot be read
 
 
+def refused(fields: dict[str, str], conflict: str, stale: bool = False) -> ApiError:
+    """Return a domain refusal as the API says it: 422 naming each field (the first in the
+    title), or 409 when it names none or the resource moved on (stale)."""
+    if stale or not fields:
+        return ApiError(409, "Conflict", conflict)
+    first = next(iter(fields))
+    return ApiError(422, f"Invalid field: {first}",
+                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
+
+
 def malformed(detail: str) -> ApiError:
     """Return a 400 error for a body that is not a JSON object in UTF-8."""
     return ApiError(400, "Malformed JSON", detail, WHOLE_BODY)

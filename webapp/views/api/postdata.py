@@ -6,7 +6,7 @@ from flask import url_for
 from ... import posts
 from ...models import Post
 from ...timefmt import iso
-from .errors import ApiError
+from .errors import ApiError, refused
 
 
 def post_json(post: Post, body: bool = True) -> dict:
@@ -35,11 +35,7 @@ def refusal(exc: posts.PostError) -> ApiError:
             "scope": row.scope, "reason": row.reason, "frozen_by": row.frozen_by,
             "frozen_at": iso(row.frozen_at)}})
     fields = {k: v for k, v in exc.errors.items() if k != "form"}
-    if isinstance(exc, posts.StalePost) or not fields:
-        return ApiError(409, "Conflict", str(exc))
-    first = next(iter(fields))
-    return ApiError(422, f"Invalid field: {first}",
-                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
+    return refused(fields, str(exc), isinstance(exc, posts.StalePost))
 
 
 def get_or_404(post_id: int) -> Post:

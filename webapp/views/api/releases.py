@@ -8,7 +8,7 @@ from ...posts.releases import ItemSpec, ReleaseError, ReleaseNotFound, StaleRele
 from ...timefmt import iso
 from .auth import api_role
 from .blueprint import bp
-from .errors import ApiError, created, invalid
+from .errors import ApiError, created, invalid, refused
 from .inputs import json_body, page_arg, text_field, time_field
 
 PAGE_SIZE = 50
@@ -44,11 +44,7 @@ def _refusal(exc: PostError) -> ApiError:
         name = "items" if key.startswith("items") else key
         detail = f"{key}: {message}" if name != key else message
         fields[name] = f"{fields[name]}; {detail}" if name in fields else detail
-    if isinstance(exc, StaleRelease) or not fields:
-        return ApiError(409, "Conflict", str(exc))
-    first = next(iter(fields))
-    return ApiError(422, f"Invalid field: {first}",
-                    "; ".join(f"{k}: {v}" for k, v in fields.items()), fields=fields)
+    return refused(fields, str(exc), isinstance(exc, StaleRelease))
 
 
 def _get(release_id: int) -> Release:
