@@ -131,12 +131,14 @@ def test_a_deposed_leader_cannot_apply_a_release(app):
 
 def test_a_publishing_freeze_holds_a_release_until_resumed(app):
     ids = drafts(app, 3)
-    release_of(app, [ItemSpec("publish", i) for i in ids])
+    release_id = release_of(app, [ItemSpec("publish", i) for i in ids])
     with app.app_context():
         freezes.freeze("publishing", "legal review", "publish", "ops@example.com")
         publish.tick(AT + timedelta(minutes=1))
         assert statuses(app, ids) == {"draft"}
-        freezes.resume("publishing", posts.hold_due, came_due=posts.came_due)
+        done = freezes.resume("publishing", posts.hold_due, now=AT + timedelta(minutes=1),
+                              came_due=posts.came_due, releases_due=posts.releases.came_due)
+        assert done.released_releases == [(release_id, "Launch")] and done.held_releases == []
         publish.tick(AT + timedelta(minutes=2))
     assert statuses(app, ids) == {"published"}
 

@@ -39,6 +39,7 @@ class Resumed:
     held: list[tuple[int, str]]  # (post id, title)
     released: list[tuple[int, str]] = field(default_factory=list)  # due, going out now
     held_releases: list[tuple[int, str]] = field(default_factory=list)  # (release id, name)
+    released_releases: list[tuple[int, str]] = field(default_factory=list)  # going out now
 
 
 def active() -> dict[str, Freeze]:
@@ -100,12 +101,14 @@ def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
            now: datetime | None = None,
            came_due: Callable[[datetime], list[tuple[int, str]]] | None = None,
            hold_releases: Callable[[datetime], list[tuple[int, str]]] | None = None,
+           releases_due: Callable[[datetime], list[tuple[int, str]]] | None = None,
            ) -> Resumed:
     """End scope's freeze, hold or release what came due, and wake the leader.
 
     hold_due (posts.hold_due) takes the posts that came due back to drafts when the
     freeze says so, and hold_releases (posts.releases.hold_due) the releases; came_due
-    (posts.came_due) names the posts it releases otherwise. Passed
+    (posts.came_due) and releases_due (posts.releases.came_due) name the posts and the
+    releases it lets go otherwise. Passed
     in, because posts write audit rows here, not the other way.
     """
     now = now or database_now()  # first: it ends its transaction, which would drop the lock
@@ -113,12 +116,13 @@ def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
     if row is None:
         db.session.rollback()
         raise FreezeError({"form": f"{SCOPES.get(scope, scope)} is not frozen."})
-    held, released, held_releases = [], [], []
+    held, released, held_releases, released_releases = [], [], [], []
     if scope == "publishing" and row.on_resume == "hold":
         held = hold_due(now)
         held_releases = hold_releases(now) if hold_releases is not None else []
     elif scope == "publishing" and came_due is not None:
         released = came_due(now)
+        released_releases = releases_due(now) if releases_due is not None else []
     detail: dict[str, object] = {"reason": row.reason}
     if held:
         detail["held"] = [pid for pid, _title in held]
@@ -126,8 +130,10 @@ def resume(scope: str, hold_due: Callable[[datetime], list[tuple[int, str]]],
         detail["released"] = [pid for pid, _title in released]
     if held_releases:
         detail["held_releases"] = [rid for rid, _name in held_releases]
+    if released_releases:
+        detail["released_releases"] = [rid for rid, _name in released_releases]
     audit.record("freeze.resume", audit.target("freeze", None, scope), detail)
     db.session.delete(row)
     wake_scheduler(KEY_OF[scope].name)
     db.session.commit()
-    return Resumed(row, held, released, held_releases)
+    return Resumed(row, held, released, held_releases, released_releases)

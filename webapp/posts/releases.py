@@ -193,6 +193,15 @@ def hold_due(now: datetime) -> list[tuple[int, str]]:
         .returning(Release.id, Release.name))]
 
 
+def came_due(now: datetime) -> list[tuple[int, str]]:
+    """Return the releases already due (id, name), first due first: what a publishing
+    freeze's "publish" on resume lets go."""
+    return [(row.id, row.name) for row in db.session.execute(
+        sa.select(Release.id, Release.name)
+        .where(Release.status == "scheduled", Release.release_at <= now)
+        .order_by(Release.release_at, Release.id))]
+
+
 def _checked_items(specs: Sequence[ItemSpec]) -> list[ReleaseItem]:
     """Check specs in order (each against those before it); name a bad one's field by its
     place: items[3].post_id."""

@@ -54,7 +54,8 @@ def resume(scope: str):
     """End a scope's freeze."""
     try:
         done = freezes.resume(scope, posts.hold_due, came_due=posts.came_due,
-                              hold_releases=posts.releases.hold_due)
+                              hold_releases=posts.releases.hold_due,
+                              releases_due=posts.releases.came_due)
     except freezes.FreezeError as exc:
         return _page(409, errors=exc.errors)
     message = f"{freezes.SCOPES[scope]} resumed."
@@ -69,6 +70,8 @@ def resume(scope: str):
         message += f" {count}: {_titles(done.released)}."
     elif scope == "publishing":
         message += " No post came due meanwhile."
+    if done.released_releases:
+        message += f" Going out now too: release {_titles(done.released_releases)}."
     if done.held_releases:
         message += (f" Held until an editor gives it a new time: release "
                     f"{_titles(done.held_releases)}.")
